@@ -1,0 +1,226 @@
+// Raw-syscall client of the pinned smcr maps. See option.h.
+#include "option.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "smcr_abi.h"
+
+static_assert(smcr::bpfopt::kWeSentSynOpt == SMCR_R_WE_SENT_SYN_OPT);
+static_assert(smcr::bpfopt::kPeerSynAckHadOpt == SMCR_R_PEER_SYNACK_HAD_OPT);
+static_assert(smcr::bpfopt::kPeerSynHadOpt == SMCR_R_PEER_SYN_HAD_OPT);
+static_assert(smcr::bpfopt::kWeSentSynAckOpt == SMCR_R_WE_SENT_SYNACK_OPT);
+static_assert(smcr::bpfopt::kSmcOk == SMCR_R_SMC_OK);
+static_assert(smcr::bpfopt::kActive == SMCR_R_ACTIVE);
+static_assert(smcr::bpfopt::kPassive == SMCR_R_PASSIVE);
+static_assert(smcr::bpfopt::kDone == SMCR_R_DONE);
+static_assert(smcr::bpfopt::kListener == SMCR_R_LISTENER);
+static_assert(smcr::bpfopt::kSynAckFailed == SMCR_R_SYNACK_FAILED);
+
+namespace smcr::bpfopt {
+namespace {
+
+constexpr std::size_t kPathMax = 512;
+
+long sys_bpf(int cmd, union bpf_attr* attr) { return syscall(SYS_bpf, cmd, attr, sizeof(*attr)); }
+
+void sys_close(int fd) {
+  int saved = errno;
+  syscall(SYS_close, fd);
+  errno = saved;
+}
+
+// <pin dir>/<name> into buf without malloc. False (ENAMETOOLONG) if too long.
+bool build_path(char* buf, const char* name) {
+  const char* dir = getenv(SMCR_PIN_DIR_ENV);
+  if (!dir || !*dir) dir = SMCR_PIN_DIR_DEFAULT;
+  std::size_t dl = strlen(dir), nl = strlen(name);
+  if (dl + 1 + nl + 1 > kPathMax) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  memcpy(buf, dir, dl);
+  buf[dl] = '/';
+  memcpy(buf + dl + 1, name, nl + 1);
+  return true;
+}
+
+// A cached map fd: (low 32 bits of the pin's inode << 32) | (fd + 1); 0 = none.
+// bpffs inode numbers come from get_next_ino() (never reused in practice), so a
+// new pin at the same path (program reloaded) has a different inode.
+struct CachedMap {
+  const char* name;
+  std::uint32_t file_flags;
+  std::atomic<std::uint64_t> v{0};
+};
+
+CachedMap g_optin{SMCR_PIN_OPTIN, 0, {}};
+CachedMap g_result{SMCR_PIN_RESULT, BPF_F_RDONLY, {}};
+
+int fd_of(std::uint64_t v) { return static_cast<int>(v & 0xffffffffu) - 1; }
+
+// Close an fd we cached earlier, but only if it still is one of our maps (the
+// application might have closed it and reused the number).
+void close_if_ours(int fd) {
+  struct bpf_map_info info;
+  memset(&info, 0, sizeof(info));
+  union bpf_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.info.bpf_fd = static_cast<std::uint32_t>(fd);
+  attr.info.info_len = sizeof(info);
+  attr.info.info = reinterpret_cast<std::uint64_t>(&info);
+  if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) != 0) return;
+  if (info.type != BPF_MAP_TYPE_SK_STORAGE || strncmp(info.name, "smcr_", 5) != 0) return;
+  sys_close(fd);
+}
+
+// Forget the cached fd (if it is still `seen`), closing it if requested.
+void drop(CachedMap& c, std::uint64_t seen, bool close_it) {
+  if (seen && c.v.compare_exchange_strong(seen, 0) && close_it) close_if_ours(fd_of(seen));
+}
+
+// Returns a map fd for the pin, or -1 with errno (ENOENT: not loaded).
+int get_fd(CachedMap& c) {
+  char path[kPathMax];
+  if (!build_path(path, c.name)) return -1;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    struct stat st;
+    std::uint64_t cur = c.v.load(std::memory_order_acquire);
+    if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
+      int e = errno;
+      if (e == ENOENT) drop(c, cur, true);  // unloaded: release the old map
+      errno = e;
+      return -1;
+    }
+    std::uint32_t ino = static_cast<std::uint32_t>(st.st_ino);
+    if (cur && (cur >> 32) == ino) return fd_of(cur);
+
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.pathname = reinterpret_cast<std::uint64_t>(path);
+    attr.file_flags = c.file_flags;
+    long fd = sys_bpf(BPF_OBJ_GET, &attr);  // bpf fds are always O_CLOEXEC
+    if (fd < 0) return -1;
+    std::uint64_t nv = (static_cast<std::uint64_t>(ino) << 32) | static_cast<std::uint32_t>(fd + 1);
+    if (c.v.compare_exchange_strong(cur, nv, std::memory_order_acq_rel)) {
+      if (cur) close_if_ours(fd_of(cur));
+      return static_cast<int>(fd);
+    }
+    sys_close(static_cast<int>(fd));  // lost a race: retry with the winner's fd
+  }
+  errno = EAGAIN;
+  return -1;
+}
+
+// Runs op(fd); if the cached fd turned out to be gone (the application closed
+// it: EBADF, or reused the number for something else: EINVAL), forget it
+// without closing and retry once with a fresh one.
+template <typename Op>
+long with_map(CachedMap& c, Op op) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = get_fd(c);
+    if (fd < 0) return -1;
+    long r = op(fd);
+    if (r == 0) return 0;
+    int e = errno;
+    if ((e == EBADF || e == EINVAL) && attempt == 0) {
+      drop(c, c.v.load(std::memory_order_acquire), false);
+      continue;
+    }
+    errno = e;
+    return -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool opt_in(int sockfd) {
+  if (sockfd < 0) {
+    errno = EBADF;
+    return false;
+  }
+  const int key = sockfd;
+  const std::uint32_t val = SMCR_OPTIN_MAGIC;
+  long r = with_map(g_optin, [&](int mapfd) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = static_cast<std::uint32_t>(mapfd);
+    attr.key = reinterpret_cast<std::uint64_t>(&key);
+    attr.value = reinterpret_cast<std::uint64_t>(&val);
+    attr.flags = BPF_ANY;
+    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr);
+  });
+  return r == 0;
+}
+
+bool read_flags(int sockfd, std::uint32_t* flags) {
+  if (sockfd < 0) {
+    errno = EBADF;
+    return false;
+  }
+  const int key = sockfd;
+  std::uint32_t val = 0;
+  long r = with_map(g_result, [&](int mapfd) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = static_cast<std::uint32_t>(mapfd);
+    attr.key = reinterpret_cast<std::uint64_t>(&key);
+    attr.value = reinterpret_cast<std::uint64_t>(&val);
+    return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
+  });
+  if (r != 0) return false;
+  if (flags) *flags = val;
+  return true;
+}
+
+Result read_result(int sockfd) {
+  int saved = errno;
+  if (get_fd(g_result) < 0) {
+    Result res = (errno == ENOENT || errno == ENOTDIR) ? Result::kNotLoaded : Result::kError;
+    if (res == Result::kNotLoaded) errno = saved;
+    return res;
+  }
+  std::uint32_t f = 0;
+  if (!read_flags(sockfd, &f)) {
+    if (errno == ENOENT) {
+      errno = saved;
+      return Result::kNotOptedIn;
+    }
+    return Result::kError;
+  }
+  return (f & SMCR_R_SMC_OK) ? Result::kSmcBoth : Result::kNotBoth;
+}
+
+bool loaded() {
+  int saved = errno;
+  bool ok = get_fd(g_result) >= 0;
+  if (ok) {
+    char path[kPathMax];
+    struct stat st;
+    ok = build_path(path, SMCR_PIN_OPTIN) && syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0;
+  }
+  errno = saved;
+  return ok;
+}
+
+const char* to_string(Result r) {
+  switch (r) {
+    case Result::kNotLoaded: return "not-loaded";
+    case Result::kNotOptedIn: return "not-opted-in";
+    case Result::kSmcBoth: return "smc-both";
+    case Result::kNotBoth: return "not-both";
+    case Result::kError: return "error";
+  }
+  return "?";
+}
+
+}  // namespace smcr::bpfopt

@@ -1,0 +1,58 @@
+// Userspace side of the SMC-R TCP option sockops program (bpf/smcr_option.bpf.c):
+// opt a socket in, and read back whether its handshake carried the option both
+// ways. Safe to call from an LD_PRELOAD interposer: uses only raw syscalls
+// (bpf, newfstatat, close of its own map fds), no libc socket calls, no malloc;
+// map fds are opened once and cached (thread-safe, re-opened when the pins are
+// replaced, i.e. the program was reloaded, or when the fd was closed under us).
+//
+// Pins: $SMCR_BPF_PIN_DIR (default /sys/fs/bpf/smcr)/{optin,result}, created by
+// `smcr_ctl load`. optin is 0666 (any user may opt in its own sockets: the key is
+// the caller's own socket fd), result is 0444 and opened with BPF_F_RDONLY.
+#pragma once
+
+#include <cstdint>
+
+namespace smcr::bpfopt {
+
+enum class Result {
+  kNotLoaded,   // program not loaded (pins absent / not openable)
+  kNotOptedIn,  // no record for this socket (not opted in, not covered, or
+                // created before its process joined the attached cgroup)
+  kSmcBoth,     // both the SYN and the SYN-ACK carried the SMC-R option
+  kNotBoth,     // opted in, but not both (or handshake not completed yet)
+  kError,       // anything else (errno set), e.g. not a socket
+};
+
+// Marks a TCP socket as wanting SMC-R: call before connect() (client) or
+// before listen() (server listener; the listener's TCP_LISTEN_CB is where the
+// program enables TCP_SAVE_SYN and registers it, so opting in after listen()
+// has no effect on that listener). Returns false if the program is not loaded
+// (errno ENOENT) or the write failed (errno from bpf(2), e.g. EACCES).
+bool opt_in(int sockfd);
+
+// After the TCP handshake completed on sockfd (connected or accepted socket):
+// whether both the SYN and the SYN-ACK carried the option.
+Result read_result(int sockfd);
+
+// The raw per-socket record (SMCR_R_* bits of bpf/smcr_abi.h, mirrored below).
+// Returns false with errno (ENOENT: no record or not loaded).
+bool read_flags(int sockfd, std::uint32_t* flags);
+
+// Pins present and openable.
+bool loaded();
+
+const char* to_string(Result r);
+
+// Bits of read_flags(); identical to SMCR_R_* in bpf/smcr_abi.h.
+inline constexpr std::uint32_t kWeSentSynOpt = 0x01;
+inline constexpr std::uint32_t kPeerSynAckHadOpt = 0x02;
+inline constexpr std::uint32_t kPeerSynHadOpt = 0x04;
+inline constexpr std::uint32_t kWeSentSynAckOpt = 0x08;
+inline constexpr std::uint32_t kSmcOk = 0x10;
+inline constexpr std::uint32_t kActive = 0x20;
+inline constexpr std::uint32_t kPassive = 0x40;
+inline constexpr std::uint32_t kDone = 0x80;
+inline constexpr std::uint32_t kListener = 0x100;
+inline constexpr std::uint32_t kSynAckFailed = 0x200;
+
+}  // namespace smcr::bpfopt

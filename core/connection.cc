@@ -1,0 +1,638 @@
+#include "core/connection.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/engine.h"
+#include "core/link_group.h"
+#include "core/log.h"
+#include "core/sys.h"
+
+namespace smcr {
+
+namespace {
+
+constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
+// PeerCloseWait / PeerAbortWait timer (RFC 4.8: like FIN_WAIT_2; no number given).
+constexpr int64_t kCloseTimeoutMs = 10000;
+
+// Recycled connection shells: never freed, so a racing try_ref() on a stale
+// table pointer touches valid memory and fails cleanly.
+std::mutex g_pool_mu;
+Connection* g_pool = nullptr;
+
+size_t iov_total(const iovec* iov, int n) {
+  size_t t = 0;
+  for (int i = 0; i < n; ++i) t += iov[i].iov_len;
+  return t;
+}
+
+// Copies between a ring region and an iovec at a running iovec offset.
+class IovCursor {
+ public:
+  IovCursor(const iovec* iov, int n) : iov_(iov), n_(n) {}
+  // dir_out: ring -> iov; else iov -> ring
+  void copy(uint8_t* ring, size_t len, bool ring_to_iov) {
+    while (len > 0 && i_ < n_) {
+      size_t room = iov_[i_].iov_len - off_;
+      size_t k = std::min(room, len);
+      uint8_t* p = static_cast<uint8_t*>(iov_[i_].iov_base) + off_;
+      if (ring_to_iov) std::memcpy(p, ring, k);
+      else std::memcpy(ring, p, k);
+      ring += k;
+      len -= k;
+      off_ += k;
+      if (off_ == iov_[i_].iov_len) {
+        ++i_;
+        off_ = 0;
+      }
+    }
+  }
+  // Hands out the next chunk of the iovec (for writes through the Link).
+  bool next_chunk(size_t max, const uint8_t** p, size_t* k) {
+    while (i_ < n_ && off_ == iov_[i_].iov_len) {
+      ++i_;
+      off_ = 0;
+    }
+    if (i_ >= n_) return false;
+    *k = std::min(max, iov_[i_].iov_len - off_);
+    *p = static_cast<const uint8_t*>(iov_[i_].iov_base) + off_;
+    off_ += *k;
+    return true;
+  }
+
+ private:
+  const iovec* iov_;
+  int n_;
+  int i_ = 0;
+  size_t off_ = 0;
+};
+
+int wait_fd(int fd, short events, int timeout_ms) {
+  pollfd p{fd, events, 0};
+  return sys::poll(&p, 1, timeout_ms);
+}
+
+}  // namespace
+
+Connection* Connection::create(const ConnectionSetup& s) {
+  Connection* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_pool_mu);
+    if (g_pool) {
+      c = g_pool;
+      g_pool = c->next_free_;
+    }
+  }
+  if (!c) c = new Connection();
+  std::lock_guard<std::mutex> lock(c->mu_);
+  c->reset_fields();
+  c->group_ = s.group;
+  c->link_ = s.group->link();
+  c->rmb_ = s.rmb;
+  c->peer_rmb_ = s.peer_rmb;
+  c->rx_space_ = cdc::CursorSpace(s.rmb.size, s.rmbe_base);
+  c->tx_space_ = cdc::CursorSpace(s.peer_rmb.size, s.rmbe_base);
+  c->local_token_ = s.local_token;
+  c->peer_token_ = s.peer_token;
+  c->tcp_fd_ = s.tcp_fd;
+  c->active_ = s.active;
+  c->rx_prod_ = c->rx_cons_ = c->rx_cons_sent_ = c->rx_space_.initial();
+  c->tx_prod_ = c->tx_cons_peer_ = c->tx_space_.initial();
+  if (s.rmbe_base == 4) std::memcpy(c->rmb_.addr, kRmbeEyecatcher, 4);
+  // One reference for the fd table, one for the group registration.
+  c->refs_.store(2, std::memory_order_release);
+  s.group->add_connection(c->local_token_, c);
+  return c;
+}
+
+void Connection::reset_fields() {
+  group_ = nullptr;
+  link_ = nullptr;
+  app_fd_ = engine_end_ = tcp_fd_ = -1;
+  active_ = nonblocking_ = false;
+  rcvtimeo_ms_ = sndtimeo_ms_ = -1;
+  rmb_ = LocalRmb{};
+  peer_rmb_ = RemoteRmb{};
+  local_token_ = peer_token_ = 0;
+  tx_seq_ = rx_seq_ = 0;
+  rx_seq_seen_ = false;
+  peer_writer_blocked_ = peer_requested_update_ = tx_window_full_ = false;
+  sent_done_ = sent_close_ = sent_abort_ = false;
+  peer_done_ = peer_closed_ = false;
+  aborted_ = reset_reported_ = tcp_reset_ = link_dead_ = shut_rd_ = app_closed_ = released_ = false;
+  peer_lost_ = linger_abort_ = false;
+  user_fds_.store(1);
+  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  state_ = CloseState::kActive;
+  timer_deadline_.store(0);
+}
+
+bool Connection::try_ref() {
+  int r = refs_.load(std::memory_order_acquire);
+  while (r > 0) {
+    if (refs_.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void Connection::unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  next_free_ = g_pool;
+  g_pool = this;
+}
+
+void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
+  std::lock_guard<std::mutex> lock(mu_);
+  app_fd_ = app_end;
+  engine_end_ = engine_end;
+  nonblocking_ = nonblocking;
+  // Data or a close may have arrived between the handshake and now.
+  if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
+  if (peer_write_closed(state_)) signal_eof_locked();
+  if (aborted_ || peer_lost_) signal_reset_locked();
+}
+
+void Connection::process_exit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (app_closed_ || released_) return;
+  app_closed_ = true;
+  apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
+}
+
+CloseState Connection::state() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+void Connection::set_nonblocking(bool nb) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nonblocking_ = nb;
+}
+
+void Connection::set_timeout(bool receive, int ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
+}
+
+uint32_t Connection::bytes_readable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return 0;
+  return rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+}
+
+bool Connection::rmbe_eyecatcher_ok() const {
+  return rx_space_.base() < 4 || std::memcmp(rmb_.addr, kRmbeEyecatcher, 4) == 0;
+}
+
+// ---------------------------------------------------------------- readiness
+
+void Connection::ring_readable_locked() {
+  if (rd_rung_ || engine_end_ < 0) return;
+  char b = 'r';
+  if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) rd_rung_ = true;
+}
+
+void Connection::clear_readable_locked() {
+  if (!rd_rung_ || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  char buf[64];
+  while (sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+  rd_rung_ = false;
+}
+
+void Connection::signal_eof_locked() {
+  if (eof_signalled_ || engine_end_ < 0) return;
+  sys::shutdown(engine_end_, SHUT_WR);
+  eof_signalled_ = true;
+}
+
+void Connection::signal_reset_locked() {
+  if (reset_signalled_ || engine_end_ < 0) return;
+  make_writable_locked();
+  sys::shutdown(engine_end_, SHUT_RDWR);
+  reset_signalled_ = eof_signalled_ = true;
+}
+
+void Connection::make_unwritable_locked() {
+  if (wr_filled_ || app_fd_ < 0) return;
+  static char junk[16384];
+  while (sys::send(app_fd_, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+  }
+  wr_filled_ = true;
+}
+
+void Connection::make_writable_locked() {
+  if (!wr_filled_ || engine_end_ < 0) return;
+  char buf[16384];
+  while (sys::recv(engine_end_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+  wr_filled_ = false;
+}
+
+// ---------------------------------------------------------------- CDC out
+
+bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
+  if (link_dead_ || sent_close_ || sent_abort_ || released_) return false;
+  cdc::Message m;
+  m.seq = ++tx_seq_;
+  m.alert_token = peer_token_;
+  m.producer = tx_prod_;
+  m.consumer = rx_cons_;
+  m.flags.writer_blocked = tx_window_full_;
+  m.flags.peer_done_writing = done || sent_done_;
+  m.flags.peer_conn_closed = close;
+  m.flags.peer_conn_abort = abort;
+  auto bytes = cdc::encode(m);
+  if (!link_->post_message(bytes)) {
+    SMCR_LOG(1, "conn %08x: CDC send failed: %s", local_token_, strerror(errno));
+    link_dead_ = true;
+    return false;
+  }
+  rx_cons_sent_ = rx_cons_;
+  peer_requested_update_ = false;
+  if (done) sent_done_ = true;
+  if (close) sent_close_ = true;
+  if (abort) sent_abort_ = true;
+  counters().cdc_sent.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(2, "conn %08x: CDC out seq=%u prod=%u/%u cons=%u/%u B=%d D=%d C=%d A=%d", local_token_, m.seq,
+           m.producer.wrap, m.producer.offset, m.consumer.wrap, m.consumer.offset, m.flags.writer_blocked,
+           m.flags.peer_done_writing, close, abort);
+  return true;
+}
+
+// RFC 7609 4.5.1: when a consumer-cursor update is owed to the writer.
+void Connection::maybe_send_consumer_update_locked() {
+  if (sent_close_ || sent_abort_ || peer_closed_) return;
+  uint32_t cap = rx_space_.capacity();
+  uint32_t gain = rx_space_.used(rx_cons_, rx_cons_sent_).value_or(0);
+  if (gain == 0) return;
+  uint32_t writer_view_used = rx_space_.used(rx_prod_, rx_cons_sent_).value_or(cap);
+  uint32_t writer_window = cap - std::min(cap, writer_view_used);
+  bool rule_a = writer_window < cap / 2 && gain >= cap / 10;
+  if (peer_writer_blocked_ || peer_requested_update_ || rule_a) send_cdc_locked(false, false, false);
+}
+
+// ---------------------------------------------------------------- receive
+
+ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
+  size_t want = iov_total(iov, iovcnt);
+  bool peek = flags & MSG_PEEK;
+  bool waitall = (flags & MSG_WAITALL) && !peek;
+  std::unique_lock<std::mutex> lock(mu_);
+  bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
+  if (want == 0) return 0;
+  IovCursor out(iov, iovcnt);
+  size_t done = 0;
+  for (;;) {
+    if (released_) {
+      errno = EBADF;
+      return -1;
+    }
+    if (aborted_) {
+      if (done) return static_cast<ssize_t>(done);
+      if (!reset_reported_) {
+        reset_reported_ = true;
+        errno = ECONNRESET;
+        return -1;
+      }
+      return 0;
+    }
+    if (shut_rd_) return static_cast<ssize_t>(done);
+    uint32_t avail = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+    if (avail > 0) {
+      if (!rmbe_eyecatcher_ok()) {
+        protocol_violation_locked("RMBE eyecatcher overwritten");
+        continue;
+      }
+      uint32_t n = static_cast<uint32_t>(std::min<size_t>(avail, want - done));
+      uint32_t first = std::min(n, rx_space_.contiguous_to_end(rx_cons_));
+      out.copy(rmb_.addr + rx_cons_.offset, first, true);
+      if (n > first) out.copy(rmb_.addr + rx_space_.base(), n - first, true);
+      done += n;
+      if (peek) return static_cast<ssize_t>(done);
+      rx_cons_ = rx_space_.advance(rx_cons_, n);
+      counters().rx_bytes.fetch_add(n, std::memory_order_relaxed);
+      maybe_send_consumer_update_locked();
+      if (done == want || !waitall) {
+        if (avail == n && !peer_write_closed(state_)) clear_readable_locked();
+        return static_cast<ssize_t>(done);
+      }
+      continue;
+    }
+    if (peer_lost_ && !done) {
+      if (!reset_reported_) {
+        reset_reported_ = true;
+        errno = ECONNRESET;
+        return -1;
+      }
+      return 0;
+    }
+    if (peer_done_ || peer_closed_ || peer_lost_) return static_cast<ssize_t>(done);  // EOF
+    if (done > 0 && !waitall) return static_cast<ssize_t>(done);
+    clear_readable_locked();
+    if (dontwait) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
+    int fd = app_fd_;
+    int timeout = rcvtimeo_ms_;
+    lock.unlock();
+    int r = wait_fd(fd, POLLIN, timeout);
+    int saved = errno;
+    lock.lock();
+    if (r == 0) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
+    if (r < 0 && saved == EINTR) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = EINTR;
+      return -1;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- send
+
+ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
+  size_t want = iov_total(iov, iovcnt);
+  std::unique_lock<std::mutex> lock(mu_);
+  bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
+  IovCursor in(iov, iovcnt);
+  size_t done = 0;
+  for (;;) {
+    if (released_) {
+      errno = EBADF;
+      return -1;
+    }
+    if (aborted_ || link_dead_ || peer_lost_) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = (aborted_ && !reset_reported_) ? ECONNRESET : EPIPE;
+      reset_reported_ = true;
+      if (errno == EPIPE && !(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+      return -1;
+    }
+    if (local_write_closed(state_) || peer_closed_) {
+      if (done) return static_cast<ssize_t>(done);
+      if (!(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+      errno = EPIPE;
+      return -1;
+    }
+    if (want == 0) return 0;
+    uint32_t space = tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
+    if (space > 0) {
+      uint32_t n = static_cast<uint32_t>(std::min<size_t>(space, want - done));
+      uint32_t left = n;
+      cdc::Cursor pos = tx_prod_;
+      while (left > 0) {
+        uint32_t room = std::min(left, tx_space_.contiguous_to_end(pos));
+        uint32_t off = pos.offset;
+        uint32_t filled = 0;
+        const uint8_t* p;
+        size_t k;
+        while (filled < room && in.next_chunk(room - filled, &p, &k)) {
+          if (!link_->write_remote(peer_rmb_, off + filled, p, k)) {
+            protocol_violation_locked("write outside the peer RMB");
+            break;
+          }
+          filled += static_cast<uint32_t>(k);
+        }
+        if (filled < room) break;
+        pos = tx_space_.advance(pos, room);
+        left -= room;
+      }
+      if (left > 0) continue;  // aborted above
+      tx_prod_ = pos;
+      done += n;
+      tx_window_full_ = (n == space);
+      counters().tx_bytes.fetch_add(n, std::memory_order_relaxed);
+      if (!send_cdc_locked(false, false, false)) {
+        aborted_ = true;
+        signal_reset_locked();
+        continue;
+      }
+      if (done == want) return static_cast<ssize_t>(done);
+      continue;
+    }
+    if (dontwait) {
+      make_unwritable_locked();
+      if (done) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
+    make_unwritable_locked();
+    int fd = app_fd_;
+    int timeout = sndtimeo_ms_;
+    lock.unlock();
+    int r = wait_fd(fd, POLLOUT, timeout);
+    int saved = errno;
+    lock.lock();
+    if (r == 0 || (r < 0 && saved == EINTR)) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = r == 0 ? EAGAIN : EINTR;
+      return -1;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- close
+
+int Connection::shutdown(int how) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (how == SHUT_RD || how == SHUT_RDWR) {
+    shut_rd_ = true;
+    signal_eof_locked();
+  }
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    if (!sent_done_ && !sent_close_ && !sent_abort_ && !aborted_) apply_close_event_locked(CloseEvent::kAppShutdownWrite);
+  }
+  return 0;
+}
+
+void Connection::app_close(bool abortive) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!app_closed_) {
+    app_closed_ = true;
+    apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
+  }
+  if (app_fd_ >= 0) sys::close(app_fd_);
+  if (engine_end_ >= 0) sys::close(engine_end_);
+  app_fd_ = engine_end_ = -1;
+  if (state_ == CloseState::kClosed) release_resources_locked();
+  lock.unlock();
+  unref();  // the fd table's reference
+}
+
+void Connection::apply_close_event_locked(CloseEvent e) {
+  CloseContext ctx;
+  ctx.unread_data = !aborted_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0;
+  ctx.app_closed = app_closed_;
+  ctx.peer_closed = peer_closed_;
+  CloseTransition t = close_transition(state_, e, ctx);
+  if (!t.valid) return;
+  CloseState prev = state_;
+  state_ = t.next;
+  SMCR_LOG(1, "conn %08x: %s -> %s", local_token_, to_string(prev), to_string(state_));
+  if (t.actions & kActSendAbort) {
+    send_cdc_locked(false, false, true);
+    counters().aborts.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (t.actions & kActSendDone) send_cdc_locked(true, false, false);
+  if (t.actions & kActSendClose) send_cdc_locked(false, true, false);
+  if (t.actions & kActPurge) {
+    aborted_ = true;
+    rx_cons_ = rx_prod_;
+  }
+  if (t.actions & kActResetTcp) tcp_reset_ = true;
+  if (t.actions & kActWakeReaders) {
+    if (aborted_) signal_reset_locked();
+    else signal_eof_locked();
+  }
+  if (t.actions & kActStartTimer) {
+    timer_deadline_.store(sys::now_ms() + kCloseTimeoutMs);
+    Engine::get().arm_timer(this);
+  }
+  if (state_ == CloseState::kClosed && app_closed_) release_resources_locked();
+}
+
+void Connection::protocol_violation_locked(const char* what) {
+  SMCR_LOG(1, "conn %08x: protocol violation: %s; aborting", local_token_, what);
+  counters().protocol_violations.fetch_add(1, std::memory_order_relaxed);
+  apply_close_event_locked(CloseEvent::kAppAbort);
+  aborted_ = true;
+  signal_reset_locked();
+}
+
+void Connection::release_resources_locked() {
+  if (released_) return;
+  released_ = true;
+  timer_deadline_.store(0);
+  if (tcp_fd_ >= 0) {
+    if (tcp_reset_) {
+      linger l{1, 0};
+      sys::setsockopt(tcp_fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    sys::close(tcp_fd_);
+    tcp_fd_ = -1;
+  }
+  // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
+  // peer's RMBE will not be written again.
+  if (link_) {
+    link_->free_local_rmb(&rmb_);
+    link_->release_remote_rmb(&peer_rmb_);
+  }
+  rx_prod_ = rx_cons_;
+  LinkGroup* g = group_;
+  uint32_t token = local_token_;
+  group_ = nullptr;
+  if (g) g->remove_connection(token);
+}
+
+// ---------------------------------------------------------------- CDC in
+
+void Connection::on_cdc(const cdc::Message& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (released_ || state_ == CloseState::kClosed) return;
+  counters().cdc_received.fetch_add(1, std::memory_order_relaxed);
+  if (m.flags.failover_validation) return;  // single link: nothing to validate against
+  if (rx_seq_seen_ && !cdc::seq_newer(m.seq, rx_seq_)) {
+    SMCR_LOG(2, "conn %08x: stale CDC seq %u (last %u) discarded", local_token_, m.seq, rx_seq_);
+    return;
+  }
+  rx_seq_ = m.seq;
+  rx_seq_seen_ = true;
+  SMCR_LOG(2, "conn %08x: CDC in seq=%u prod=%u/%u cons=%u/%u B=%d D=%d C=%d A=%d", local_token_, m.seq,
+           m.producer.wrap, m.producer.offset, m.consumer.wrap, m.consumer.offset, m.flags.writer_blocked,
+           m.flags.peer_done_writing, m.flags.peer_conn_closed, m.flags.peer_conn_abort);
+
+  if (m.flags.peer_conn_abort) {
+    aborted_ = true;
+    apply_close_event_locked(CloseEvent::kPeerAbort);
+    signal_reset_locked();
+    return;
+  }
+  if (aborted_) return;  // PeerAbortWait: ignore everything but A
+
+  // Producer: may only move forward, and never past our consumer + capacity.
+  auto old_used = rx_space_.used(rx_prod_, rx_cons_);
+  auto new_used = rx_space_.in_range(m.producer) ? rx_space_.used(m.producer, rx_cons_) : std::nullopt;
+  if (!new_used || *new_used < old_used.value_or(0)) {
+    protocol_violation_locked("producer cursor out of range or moving backwards");
+    return;
+  }
+  if (*new_used > *old_used && (peer_done_ || peer_closed_)) {
+    protocol_violation_locked("data after the peer's D/C");
+    return;
+  }
+  // Consumer: may only move forward, and never past what we produced.
+  auto old_out = tx_space_.used(tx_prod_, tx_cons_peer_);
+  auto new_out = tx_space_.in_range(m.consumer) ? tx_space_.used(tx_prod_, m.consumer) : std::nullopt;
+  if (!new_out || *new_out > old_out.value_or(0)) {
+    protocol_violation_locked("consumer cursor out of range or beyond our producer");
+    return;
+  }
+  bool data_arrived = *new_used > *old_used;
+  bool window_opened = *new_out < *old_out;
+  rx_prod_ = m.producer;
+  tx_cons_peer_ = m.consumer;
+  peer_writer_blocked_ = m.flags.writer_blocked;
+  if (m.flags.request_update) peer_requested_update_ = true;
+  if (window_opened) {
+    tx_window_full_ = false;
+    make_writable_locked();
+  }
+  if (data_arrived) ring_readable_locked();
+  if (m.flags.peer_conn_closed && !peer_closed_) {
+    peer_closed_ = true;
+    peer_done_ = true;
+    apply_close_event_locked(CloseEvent::kPeerClosed);
+    signal_eof_locked();
+  } else if (m.flags.peer_done_writing && !peer_done_) {
+    peer_done_ = true;
+    apply_close_event_locked(CloseEvent::kPeerDone);
+    signal_eof_locked();
+  }
+  // The peer may be blocked on a window we already opened locally.
+  if (peer_writer_blocked_ && rx_space_.used(rx_cons_, rx_cons_sent_).value_or(0) > 0)
+    maybe_send_consumer_update_locked();
+}
+
+void Connection::on_link_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  link_dead_ = true;
+  if (released_ || state_ == CloseState::kClosed) return;
+  SMCR_LOG(1, "conn %08x: link failed in %s", local_token_, to_string(state_));
+  // Like a TCP peer that vanished: data already in our RMBE stays readable,
+  // then calls fail with ECONNRESET. After our own C there is nothing to report.
+  if (!sent_close_ && !sent_abort_) {
+    peer_lost_ = true;
+    counters().aborts.fetch_add(1, std::memory_order_relaxed);
+  }
+  state_ = CloseState::kClosed;
+  tcp_reset_ = true;
+  make_writable_locked();
+  signal_reset_locked();
+  if (app_closed_) release_resources_locked();
+}
+
+void Connection::on_timer(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t d = timer_deadline_.load();
+  if (d == 0 || now_ms < d || released_) return;
+  timer_deadline_.store(0);
+  apply_close_event_locked(CloseEvent::kTimeout);
+}
+
+}  // namespace smcr

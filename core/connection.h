@@ -1,0 +1,156 @@
+// One SMC-R connection: its RMBE (receive side, smc_rx), the peer's RMBE that
+// we write into (send side, smc_tx), CDC processing, and the close state
+// machine. All socket-call semantics the application sees (blocking,
+// EAGAIN, EOF, ECONNRESET, EPIPE) are produced here.
+//
+// Readiness: the application's fd number holds one end ("app end") of an
+// AF_UNIX stream socketpair; the engine holds the other ("engine end"). The
+// kernel's own poll/select/epoll machinery then reports SMC-R readiness:
+//   readable   <- the engine writes one doorbell byte (data, EOF or reset)
+//   EOF/RDHUP  <- shutdown(engine end, SHUT_WR)
+//   HUP        <- shutdown(engine end, SHUT_RDWR) on reset
+//   writable   <- normally true; when the peer's window is full the writer
+//                 fills the app end's tiny send buffer, and the engine drains
+//                 it when a CDC reopens the window.
+// See docs/ARCHITECTURE.md for why.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "core/cdc.h"
+#include "core/close.h"
+#include "core/fabric.h"
+
+namespace smcr {
+
+class LinkGroup;
+
+struct ConnectionSetup {
+  LinkGroup* group = nullptr;   // takes one group reference
+  LocalRmb rmb;                 // ours, RMBE index 1 at offset 0
+  RemoteRmb peer_rmb;           // the peer's RMBE
+  uint32_t local_token = 0;     // alert token the peer puts in CDCs to us
+  uint32_t peer_token = 0;      // alert token we put in CDCs to the peer
+  uint32_t rmbe_base = 4;       // 4: RFC eyecatcher model; 0: Linux model
+  int tcp_fd = -1;
+  bool active = false;          // we were the TCP client
+};
+
+class Connection {
+ public:
+  static Connection* create(const ConnectionSetup& setup);
+
+  // Reference counting: the fd table holds one reference, the engine one
+  // while the connection is registered with its group. Memory is recycled,
+  // never returned to the allocator, so try_ref on a stale pointer is safe.
+  bool try_ref();
+  void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void unref();
+
+  // Called once a duplicate of `app_end` sits at the application's fd
+  // number. The connection keeps `app_end` privately (to drain/fill it and to
+  // block on it) and `engine_end`; both are closed when the last application
+  // fd for the connection is closed.
+  void attach_fds(int app_end, int engine_end, bool nonblocking);
+  int tcp_fd() const { return tcp_fd_; }
+  void set_tcp_fd(int fd) { tcp_fd_ = fd; }
+  // Application fd numbers referring to this connection (dup/dup2/F_DUPFD).
+  void add_user_fd() { user_fds_.fetch_add(1); }
+  // Returns true when that was the last one.
+  bool drop_user_fd() { return user_fds_.fetch_sub(1) == 1; }
+  // The process is exiting with the connection open: close it the way the
+  // kernel closes a TCP socket at exit (C, or A if unread data remains).
+  void process_exit();
+
+  // --- application side (return -1 with errno like the libc calls) ---
+  ssize_t recvv(const iovec* iov, int iovcnt, int flags);
+  ssize_t sendv(const iovec* iov, int iovcnt, int flags);
+  int shutdown(int how);
+  // The application closed its last fd for the connection (already removed
+  // from the fd table). Closes the app and engine ends and drops the table's
+  // reference; the connection lingers until the peer's C.
+  void app_close(bool abortive);
+  void set_linger_abort(bool on) { linger_abort_ = on; }
+  bool linger_abort() const { return linger_abort_; }
+  void set_nonblocking(bool nb);
+  void set_timeout(bool receive, int ms);
+  uint32_t bytes_readable();
+  uint32_t bytes_unsent() { return 0; }  // writes complete synchronously
+
+  // --- engine side ---
+  void on_cdc(const cdc::Message& m);
+  void on_link_failure();
+  // Returns true when the connection is done with its timer.
+  void on_timer(int64_t now_ms);
+  int64_t timer_deadline() const { return timer_deadline_.load(std::memory_order_relaxed); }
+  uint32_t local_token() const { return local_token_; }
+  CloseState state();
+
+ private:
+  Connection() = default;
+  void reset_fields();
+  void release_resources_locked();
+  bool send_cdc_locked(bool done, bool close, bool abort);
+  void apply_close_event_locked(CloseEvent e);
+  void protocol_violation_locked(const char* what);
+  void maybe_send_consumer_update_locked();
+  void ring_readable_locked();
+  void clear_readable_locked();
+  void signal_eof_locked();
+  void signal_reset_locked();
+  void make_unwritable_locked();
+  void make_writable_locked();
+  bool rmbe_eyecatcher_ok() const;
+
+  std::atomic<int> refs_{0};
+  std::atomic<int> user_fds_{1};
+  bool linger_abort_ = false;
+  std::mutex mu_;
+  Connection* next_free_ = nullptr;
+
+  LinkGroup* group_ = nullptr;
+  Link* link_ = nullptr;
+  int app_fd_ = -1;
+  int engine_end_ = -1;
+  int tcp_fd_ = -1;
+  bool active_ = false;
+  bool nonblocking_ = false;
+  int rcvtimeo_ms_ = -1;
+  int sndtimeo_ms_ = -1;
+
+  LocalRmb rmb_;
+  RemoteRmb peer_rmb_;
+  cdc::CursorSpace rx_space_{16384, 4};
+  cdc::CursorSpace tx_space_{16384, 4};
+  uint32_t local_token_ = 0;
+  uint32_t peer_token_ = 0;
+
+  cdc::Cursor rx_prod_, rx_cons_, rx_cons_sent_;
+  cdc::Cursor tx_prod_, tx_cons_peer_;
+  uint16_t tx_seq_ = 0;
+  uint16_t rx_seq_ = 0;
+  bool rx_seq_seen_ = false;
+
+  bool peer_writer_blocked_ = false;
+  bool peer_requested_update_ = false;
+  bool tx_window_full_ = false;
+  bool sent_done_ = false, sent_close_ = false, sent_abort_ = false;
+  bool peer_done_ = false, peer_closed_ = false;
+  bool aborted_ = false;           // reset: calls fail with ECONNRESET once, then EOF/EPIPE
+  bool reset_reported_ = false;
+  bool tcp_reset_ = false;         // close the TCP socket with RST
+  bool link_dead_ = false;
+  bool peer_lost_ = false;         // link failed: readable data stays, then ECONNRESET
+  bool shut_rd_ = false;
+  bool app_closed_ = false;
+  bool released_ = false;
+  bool rd_rung_ = false, wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
+  CloseState state_ = CloseState::kActive;
+  std::atomic<int64_t> timer_deadline_{0};
+};
+
+}  // namespace smcr

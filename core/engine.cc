@@ -1,0 +1,227 @@
+#include "core/engine.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "core/connection.h"
+#include "core/fabric_shm.h"
+#include "core/link_group.h"
+#include "core/log.h"
+#include "core/sys.h"
+
+namespace smcr {
+
+namespace {
+
+enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup };
+
+struct Watch {
+  WatchKind kind;
+  int fd;
+  LinkGroup* group = nullptr;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  int epfd = -1;
+  int wake_fd = -1;
+  pid_t pid = 0;
+  std::mutex mu;
+  std::vector<LinkGroup*> add_queue;
+  std::vector<LinkGroup*> retire_queue;
+  std::vector<Connection*> timers;  // referenced
+  bool rendezvous_watched = false;
+  std::set<Watch*> watches;
+};
+
+Engine& Engine::get() {
+  static Engine* e = new Engine();
+  static std::mutex start_mu;
+  std::lock_guard<std::mutex> lock(start_mu);
+  if (!e->impl_ || e->impl_->pid != getpid()) e->start();
+  return *e;
+}
+
+void Engine::start() {
+  // In a forked child the parent's thread does not exist; its state is
+  // abandoned (not freed: other threads' locks may have been held at fork).
+  impl_ = new Impl();
+  impl_->pid = getpid();
+  impl_->epfd = epoll_create1(EPOLL_CLOEXEC);
+  impl_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
+  epoll_event ev{EPOLLIN, {.ptr = w}};
+  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The engine must not take signals meant for the application.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_create(&t, &attr, [](void* self) -> void* {
+    static_cast<Engine*>(self)->loop();
+    return nullptr;
+  }, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_setname_np(t, "smcr-engine");
+}
+
+namespace {
+void wake(int fd) {
+  uint64_t one = 1;
+  sys::write(fd, &one, sizeof one);
+}
+}  // namespace
+
+void Engine::add_group(LinkGroup* g) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->add_queue.push_back(g);
+  }
+  wake(impl_->wake_fd);
+}
+
+void Engine::retire_group(LinkGroup* g) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->retire_queue.push_back(g);
+  }
+  wake(impl_->wake_fd);
+}
+
+void Engine::arm_timer(Connection* c) {
+  c->ref();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->timers.push_back(c);
+  }
+  wake(impl_->wake_fd);
+}
+
+bool Engine::serve_shm_rendezvous() {
+  int fd = ShmRendezvous::instance().listener_fd();
+  if (fd < 0) return false;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->rendezvous_watched) {
+    auto* w = new Watch{WatchKind::kRendezvousListener, fd};
+    epoll_event ev{EPOLLIN, {.ptr = w}};
+    if (epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    impl_->rendezvous_watched = true;
+  }
+  return true;
+}
+
+void Engine::loop() {
+  Impl* im = impl_;
+  std::vector<Watch*> group_watches;
+  epoll_event events[64];
+  for (;;) {
+    int timeout = -1;
+    {
+      std::lock_guard<std::mutex> lock(im->mu);
+      int64_t now = sys::now_ms();
+      for (Connection* c : im->timers) {
+        int64_t d = c->timer_deadline();
+        int left = d <= now ? 0 : static_cast<int>(std::min<int64_t>(d - now, INT32_MAX));
+        if (timeout < 0 || left < timeout) timeout = left;
+      }
+    }
+    int n = epoll_wait(im->epfd, events, 64, timeout);
+    for (int i = 0; i < n; ++i) {
+      Watch* w = static_cast<Watch*>(events[i].data.ptr);
+      switch (w->kind) {
+        case WatchKind::kWake: {
+          uint64_t v;
+          sys::read(w->fd, &v, sizeof v);
+          break;
+        }
+        case WatchKind::kRendezvousListener:
+          ShmRendezvous::instance().on_listener_readable([&](int fd) {
+            auto* hw = new Watch{WatchKind::kRendezvousHello, fd};
+            epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = hw}};
+            if (epoll_ctl(im->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+              sys::close(fd);
+              delete hw;
+            }
+          });
+          break;
+        case WatchKind::kRendezvousHello:
+          epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+          if (!ShmRendezvous::instance().on_hello_readable(w->fd)) {
+            epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
+            epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+            break;
+          }
+          delete w;
+          break;
+        case WatchKind::kGroup: {
+          LinkGroup* g = w->group;
+          if (g->failed()) break;
+          bool alive = g->link()->drain_messages([g](std::span<const uint8_t> msg) { g->dispatch(msg); });
+          if (!alive || (events[i].events & (EPOLLHUP | EPOLLERR))) {
+            // Messages queued before the hangup were delivered above.
+            epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+            g->on_link_failure();
+          }
+          break;
+        }
+      }
+    }
+    std::vector<LinkGroup*> adds, retires;
+    std::vector<Connection*> due;
+    {
+      std::lock_guard<std::mutex> lock(im->mu);
+      adds.swap(im->add_queue);
+      retires.swap(im->retire_queue);
+      int64_t now = sys::now_ms();
+      for (auto it = im->timers.begin(); it != im->timers.end();) {
+        int64_t d = (*it)->timer_deadline();
+        if (d == 0 || d <= now) {
+          due.push_back(*it);
+          it = im->timers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (LinkGroup* g : adds) {
+      auto* w = new Watch{WatchKind::kGroup, g->link()->notify_fd(), g};
+      group_watches.push_back(w);
+      epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
+      epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+      // Messages may have queued before we started watching.
+      if (!g->link()->drain_messages([g](std::span<const uint8_t> msg) { g->dispatch(msg); })) {
+        epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+        g->on_link_failure();
+      }
+    }
+    int64_t now = sys::now_ms();
+    for (Connection* c : due) {
+      c->on_timer(now);
+      c->unref();
+    }
+    for (LinkGroup* g : retires) {
+      auto it = std::find_if(group_watches.begin(), group_watches.end(), [g](Watch* w) { return w->group == g; });
+      if (it != group_watches.end()) {
+        epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
+        delete *it;
+        group_watches.erase(it);
+      }
+      delete g;  // closes the link
+    }
+  }
+}
+
+}  // namespace smcr

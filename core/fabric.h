@@ -1,0 +1,60 @@
+// The fabric: what SMC-R needs from the transport underneath it, shaped after
+// RDMA verbs so that the shared-memory fabric (this host only, the userspace
+// twin of the kernel's SMC-D loopback) and the verbs fabric (RoCE / rxe) are
+// interchangeable below the same CLC, LLC and CDC code.
+//
+//   register a buffer      -> LocalRmb (local memory + the RToken the peer uses)
+//   write into the peer    -> Link::write_remote (RDMA WRITE at rkey/vaddr+offset)
+//   post a 44-byte message -> Link::post_message (SEND; ordered after earlier writes)
+//   completions/receives   -> Link::drain_messages, driven by Link::notify_fd()
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace smcr {
+
+inline constexpr size_t kLinkMessageLen = 44;
+
+// A registered receive buffer (RMB) owned by this side; one RMBE at index 1.
+struct LocalRmb {
+  uint8_t* addr = nullptr;
+  uint32_t size = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  int handle = -1;  // fabric-specific (shm: sealed memfd)
+};
+
+// The peer's RMB as named by its RToken; `addr` is set where the fabric maps
+// it into our address space (shm), null where writes go through the NIC.
+struct RemoteRmb {
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  uint32_t size = 0;
+  uint8_t* addr = nullptr;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Copies `len` bytes to the peer RMB at `offset`; offset+len <= rmb.size is
+  // the caller's invariant (cursor arithmetic), rechecked here.
+  virtual bool write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) = 0;
+  // Sends one CDC or LLC message; delivered after every earlier write_remote.
+  virtual bool post_message(std::span<const uint8_t, kLinkMessageLen> msg) = 0;
+  // Readable when messages may be waiting (epoll on it), or hung up on failure.
+  virtual int notify_fd() const = 0;
+  // Delivers every waiting message without blocking. Returns false when the
+  // link has failed (peer gone): its connections must be aborted.
+  virtual bool drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) = 0;
+  // Waits up to timeout_ms for one message (handshake-time LLC); false on timeout/failure.
+  virtual bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) = 0;
+  virtual const char* fabric_name() const = 0;
+  // Deregisters and frees our RMB / drops access to the peer's.
+  virtual void free_local_rmb(LocalRmb* rmb) = 0;
+  virtual void release_remote_rmb(RemoteRmb* rmb) = 0;
+};
+
+}  // namespace smcr

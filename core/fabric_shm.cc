@@ -1,0 +1,421 @@
+#include "core/fabric_shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/sys.h"
+#include "core/wire.h"
+
+namespace smcr {
+
+namespace {
+
+constexpr uint8_t kShmGidMarker[4] = {0xfd, 0x53, 0x4d, 0x48};  // "SMH": a ULA nobody routes
+constexpr uint64_t kHelloMagic = 0x534d435253484d31ull;          // "SMCRSHM1"
+constexpr size_t kHelloLen = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;
+constexpr size_t kReplyLen = 8 + 4;
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(sys::now_ms()) * 0x9E3779B97F4A7C15ull;
+  return v;
+}
+
+uint32_t fnv1a(const char* s, size_t n, uint32_t h = 2166136261u) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(s[i])) * 16777619u;
+  return h;
+}
+
+uint32_t compute_host_key() {
+  char buf[128] = {};
+  int fd = static_cast<int>(::syscall(SYS_open, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+  ssize_t n = 0;
+  if (fd >= 0) {
+    n = sys::read(fd, buf, sizeof buf - 1);
+    sys::close(fd);
+  }
+  uint32_t h = fnv1a(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  char ns[64] = {};
+  ssize_t m = ::syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/net", ns, sizeof ns - 1);
+  if (m > 0) h = fnv1a(ns, static_cast<size_t>(m), h);
+  return h;
+}
+
+ShmIdentity make_identity() {
+  ShmIdentity id;
+  id.host_key = compute_host_key();
+  uint64_t rnd = random_u64();
+  uint32_t pid = static_cast<uint32_t>(getpid());
+  std::memcpy(id.gid.data(), kShmGidMarker, 4);
+  for (int i = 0; i < 4; ++i) {
+    id.gid[4 + i] = static_cast<uint8_t>(id.host_key >> (24 - 8 * i));
+    id.gid[8 + i] = static_cast<uint8_t>(pid >> (24 - 8 * i));
+    id.gid[12 + i] = static_cast<uint8_t>(rnd >> (24 - 8 * i));
+  }
+  id.mac = {0x02, 0x53, 0x4d, static_cast<uint8_t>(id.host_key >> 16), static_cast<uint8_t>(id.host_key >> 8),
+            static_cast<uint8_t>(id.host_key)};
+  // Peer ID: 2 instance bytes (RFC A.2.1 suggests clock bits; random here so
+  // restarts and forks differ) + the MAC.
+  id.peer_id[0] = static_cast<uint8_t>(rnd >> 40);
+  id.peer_id[1] = static_cast<uint8_t>(rnd >> 32);
+  std::memcpy(id.peer_id.data() + 2, id.mac.data(), 6);
+  return id;
+}
+
+struct IdentityCache {
+  std::mutex mu;
+  pid_t pid = 0;
+  ShmIdentity id;
+};
+
+sockaddr_un abstract_address(const clc::Gid& gid, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  char name[64];
+  int n = snprintf(name, sizeof name, "smcr-shm-");
+  for (uint8_t b : gid) n += snprintf(name + n, sizeof name - n, "%02x", b);
+  a.sun_path[0] = '\0';
+  std::memcpy(a.sun_path + 1, name, static_cast<size_t>(n));
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+// Sends one datagram with an optional fd attached.
+bool send_with_fd(int sock, const std::vector<uint8_t>& bytes, int fd_to_pass) {
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  if (fd_to_pass >= 0) {
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+  }
+  return sys::sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(bytes.size());
+}
+
+// Receives one datagram and at most one passed fd (extra fds are closed).
+ssize_t recv_with_fd(int sock, uint8_t* buf, size_t len, int* fd_out) {
+  *fd_out = -1;
+  iovec iov{buf, len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  ssize_t n = sys::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (*fd_out < 0) *fd_out = fd;
+      else sys::close(fd);
+    }
+  }
+  if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    if (*fd_out >= 0) sys::close(*fd_out);
+    *fd_out = -1;
+    errno = EPROTO;
+    return -1;
+  }
+  return n;
+}
+
+bool wait_readable(int fd, int64_t deadline_ms) {
+  for (;;) {
+    int64_t left = deadline_ms - sys::now_ms();
+    pollfd p{fd, POLLIN, 0};
+    int r = sys::poll(&p, 1, left > 0 ? static_cast<int>(left) : 0);
+    if (r > 0) return true;
+    if (r == 0 || errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+const ShmIdentity& shm_identity() {
+  static IdentityCache* cache = new IdentityCache();
+  std::lock_guard<std::mutex> lock(cache->mu);
+  pid_t pid = getpid();
+  if (cache->pid != pid) {
+    cache->id = make_identity();
+    cache->pid = pid;
+  }
+  return cache->id;
+}
+
+bool shm_gid_is_local(const clc::Gid& gid) {
+  if (std::memcmp(gid.data(), kShmGidMarker, 4) != 0) return false;
+  uint32_t key = (uint32_t{gid[4]} << 24) | (uint32_t{gid[5]} << 16) | (uint32_t{gid[6]} << 8) | gid[7];
+  return key == shm_identity().host_key;
+}
+
+bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
+  int fd = static_cast<int>(::syscall(SYS_memfd_create, "smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (fd < 0) return false;
+  if (ftruncate(fd, size) != 0 ||
+      sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    sys::close(fd);
+    return false;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    sys::close(fd);
+    return false;
+  }
+  out->addr = static_cast<uint8_t*>(p);
+  out->size = size;
+  out->handle = fd;
+  out->rkey = static_cast<uint32_t>(random_u64());
+  out->vaddr = random_u64();
+  return true;
+}
+
+void shm_free_rmb(LocalRmb* rmb) {
+  if (rmb->addr) munmap(rmb->addr, rmb->size);
+  if (rmb->handle >= 0) sys::close(rmb->handle);
+  rmb->addr = nullptr;
+  rmb->handle = -1;
+}
+
+bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
+  struct stat st;
+  int seals = sys::fcntl(memfd, F_GET_SEALS);
+  bool ok = seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size >= static_cast<off_t>(size) && size > 0;
+  void* p = ok ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
+  sys::close(memfd);
+  if (p == MAP_FAILED) {
+    SMCR_LOG(1, "shm: peer RMB rejected (seals=%d size=%u)", seals, size);
+    return false;
+  }
+  out->addr = static_cast<uint8_t*>(p);
+  out->size = size;
+  return true;
+}
+
+void shm_unmap_remote(RemoteRmb* rmb) {
+  if (rmb->addr) munmap(rmb->addr, rmb->size);
+  rmb->addr = nullptr;
+}
+
+ShmLink::~ShmLink() {
+  if (fd_ >= 0) sys::close(fd_);
+}
+
+bool ShmLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) {
+  if (!rmb.addr || offset > rmb.size || len > rmb.size - offset) return false;
+  std::memcpy(rmb.addr + offset, src, len);
+  return true;
+}
+
+bool ShmLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
+  // The send syscall orders the preceding memcpy before the peer sees the
+  // message. Blocking send with SO_SNDTIMEO: a peer that stops reading for
+  // that long is treated as a failed link by the caller.
+  for (;;) {
+    ssize_t n = sys::send(fd_, msg.data(), msg.size(), MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(msg.size())) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
+bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
+  uint8_t buf[128];
+  for (;;) {
+    ssize_t n = sys::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n == 0) return false;  // peer closed its end
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    if (errno == EINTR) continue;
+    return false;
+  }
+}
+
+bool ShmLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
+  int64_t deadline = sys::now_ms() + timeout_ms;
+  for (;;) {
+    if (!wait_readable(fd_, deadline)) return false;
+    uint8_t buf[128];
+    ssize_t n = sys::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(kLinkMessageLen)) {
+      std::memcpy(out, buf, kLinkMessageLen);
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    return false;  // closed, error, or wrong-size message
+  }
+}
+
+std::unique_ptr<ShmLink> shm_connect(const clc::Gid& server_gid, const ShmHello& h, int client_rmb_fd,
+                                     int64_t deadline_ms, int* server_rmb_fd) {
+  *server_rmb_fd = -1;
+  int fd = sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  socklen_t len;
+  sockaddr_un a = abstract_address(server_gid, &len);
+  if (sys::connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    SMCR_LOG(1, "shm: rendezvous connect failed: %s", strerror(errno));
+    sys::close(fd);
+    return nullptr;
+  }
+  WireWriter w;
+  w.be64(kHelloMagic);
+  w.be32(h.server_qpn);
+  w.be32(h.server_rkey);
+  w.be64(h.server_vaddr);
+  w.be32(h.client_qpn);
+  w.be32(h.client_rkey);
+  w.be64(h.client_vaddr);
+  w.be32(h.client_rmb_size);
+  if (!send_with_fd(fd, w.buffer(), client_rmb_fd) || !wait_readable(fd, deadline_ms)) {
+    sys::close(fd);
+    return nullptr;
+  }
+  uint8_t reply[64];
+  int passed = -1;
+  ssize_t n = recv_with_fd(fd, reply, sizeof reply, &passed);
+  WireReader r(std::span<const uint8_t>(reply, n > 0 ? static_cast<size_t>(n) : 0));
+  uint64_t magic = r.be64();
+  uint32_t status = r.be32();
+  if (n != static_cast<ssize_t>(kReplyLen) || !r.ok() || magic != kHelloMagic || status != 0 || passed < 0) {
+    if (passed >= 0) sys::close(passed);
+    sys::close(fd);
+    return nullptr;
+  }
+  timeval tv{10, 0};
+  sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  *server_rmb_fd = passed;
+  return std::make_unique<ShmLink>(fd);
+}
+
+ShmRendezvous& ShmRendezvous::instance() {
+  static ShmRendezvous* r = new ShmRendezvous();
+  return *r;
+}
+
+int ShmRendezvous::listener_fd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (listen_fd_ >= 0) return listen_fd_;
+  int fd = sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  socklen_t len;
+  sockaddr_un a = abstract_address(shm_identity().gid, &len);
+  if (sys::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || sys::listen(fd, 256) != 0) {
+    SMCR_LOG(1, "shm: cannot bind rendezvous socket: %s", strerror(errno));
+    sys::close(fd);
+    return -1;
+  }
+  listen_fd_ = fd;
+  return fd;
+}
+
+uint32_t ShmRendezvous::expect(uint32_t rkey, uint64_t vaddr, int rmb_fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t qpn;
+  do {
+    qpn = static_cast<uint32_t>(random_u64()) & 0xFFFFFF;
+  } while (qpn == 0 || pending_.count(qpn));
+  Pending p;
+  p.rkey = rkey;
+  p.vaddr = vaddr;
+  p.rmb_fd = rmb_fd;
+  pending_[qpn] = p;
+  return qpn;
+}
+
+bool ShmRendezvous::wait_arrival(uint32_t qpn, int64_t deadline_ms, Pending* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto it = pending_.find(qpn);
+    if (it == pending_.end()) return false;
+    if (it->second.arrived) {
+      *out = it->second;
+      pending_.erase(it);
+      return true;
+    }
+    int64_t left = deadline_ms - sys::now_ms();
+    if (left <= 0) {
+      pending_.erase(it);
+      return false;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(left));
+  }
+}
+
+void ShmRendezvous::on_listener_readable(const std::function<void(int)>& watch_fd) {
+  for (;;) {
+    int fd = sys::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    watch_fd(fd);
+  }
+}
+
+bool ShmRendezvous::on_hello_readable(int fd) {
+  uint8_t buf[128];
+  int client_rmb = -1;
+  ssize_t n = recv_with_fd(fd, buf, sizeof buf, &client_rmb);
+  if (n < 0 && errno == EAGAIN) return false;
+  WireReader r(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0));
+  uint64_t magic = r.be64();
+  ShmHello h;
+  h.server_qpn = r.be32();
+  h.server_rkey = r.be32();
+  h.server_vaddr = r.be64();
+  h.client_qpn = r.be32();
+  h.client_rkey = r.be32();
+  h.client_vaddr = r.be64();
+  h.client_rmb_size = r.be32();
+  bool ok = n == static_cast<ssize_t>(kHelloLen) && r.ok() && magic == kHelloMagic && client_rmb >= 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ok ? pending_.find(h.server_qpn) : pending_.end();
+    if (it != pending_.end() && !it->second.arrived && it->second.rkey == h.server_rkey &&
+        it->second.vaddr == h.server_vaddr) {
+      WireWriter w;
+      w.be64(kHelloMagic);
+      w.be32(0);
+      if (send_with_fd(fd, w.buffer(), it->second.rmb_fd)) {
+        // From here the fd is a link: blocking sends, bounded by a timeout.
+        int fl = sys::fcntl(fd, F_GETFL);
+        sys::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        timeval tv{10, 0};
+        sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        it->second.arrived = true;
+        it->second.link_fd = fd;
+        it->second.client_rmb_fd = client_rmb;
+        it->second.hello = h;
+        cv_.notify_all();
+        return true;
+      }
+    }
+  }
+  SMCR_LOG(1, "shm: rejected a rendezvous hello (%zd bytes)", n);
+  if (client_rmb >= 0) sys::close(client_rmb);
+  sys::close(fd);
+  return true;
+}
+
+}  // namespace smcr

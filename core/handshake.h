@@ -1,0 +1,37 @@
+// The CLC handshake (RFC 7609 3.2, 3.5) over the connection's own TCP
+// socket, client and server side, choosing the fabric. It ends in one of:
+//   - SMC-R: a Connection ready to carry data;
+//   - fallback: the TCP stream carries the application's bytes untouched
+//     from here (a Decline was exchanged, or the peer is not speaking CLC);
+//   - terminate: a protocol error or timeout where RFC 7609 C.5/C.6 ends
+//     the TCP connection (the caller resets it).
+#pragma once
+
+#include <cstdint>
+
+#include "core/log.h"
+
+namespace smcr {
+
+class Connection;
+
+struct HandshakeOutcome {
+  enum class Kind { kSmc, kFallback, kTerminate } kind = Kind::kFallback;
+  Connection* conn = nullptr;
+  Fallback reason = Fallback::kInternal;
+  uint32_t diagnosis = 0;  // the Decline code sent or received
+  int error = 0;           // errno for kTerminate
+};
+
+struct HandshakeConfig {
+  int timeout_ms = 6000;        // CLC (Linux: 6 s)
+  int llc_timeout_ms = 5000;    // first-contact CONFIRM LINK (Linux: 5 s)
+  uint32_t rmb_size = 256 * 1024;
+};
+// From SMCR_CLC_TIMEOUT_MS, SMCR_RMB_SIZE (validated; logged when ignored).
+const HandshakeConfig& handshake_config();
+
+HandshakeOutcome clc_client(int tcp_fd);
+HandshakeOutcome clc_server(int tcp_fd);
+
+}  // namespace smcr

@@ -1,0 +1,109 @@
+#include "core/log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/sys.h"
+
+namespace smcr {
+
+int64_t sys::now_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+int log_level() {
+  static const int level = [] {
+    const char* v = getenv("SMCR_DEBUG");
+    return v ? atoi(v) : 0;
+  }();
+  return level;
+}
+
+void log_write(int, const char* fmt, ...) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "smcr[%d]: ", static_cast<int>(getpid()));
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
+  va_end(ap);
+  size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : std::min<size_t>(m, sizeof buf - n - 2));
+  buf[len++] = '\n';
+  sys::write(2, buf, len);
+}
+
+const char* fallback_name(Fallback f) {
+  switch (f) {
+    case Fallback::kBpfNotLoaded: return "bpf_not_loaded";
+    case Fallback::kPeerNoOption: return "peer_no_option";
+    case Fallback::kPeerDeclined: return "peer_declined";
+    case Fallback::kPeerNotClc: return "peer_not_clc";
+    case Fallback::kProtocolError: return "protocol_error";
+    case Fallback::kReservedValue: return "reserved_value";
+    case Fallback::kNoFabric: return "no_fabric";
+    case Fallback::kTimeout: return "timeout";
+    case Fallback::kResources: return "resources";
+    case Fallback::kInternal: return "internal";
+    case Fallback::kCount: break;
+  }
+  return "unknown";
+}
+
+Counters& counters() {
+  static Counters* c = new Counters();  // never destroyed: read at exit
+  return *c;
+}
+
+void count_fallback(Fallback f) { counters().fallback[static_cast<int>(f)].fetch_add(1, std::memory_order_relaxed); }
+
+std::string format_counters() {
+  Counters& c = counters();
+  std::string out;
+  char line[128];
+  auto put = [&](const char* k, uint64_t v) {
+    snprintf(line, sizeof line, "%s %llu\n", k, static_cast<unsigned long long>(v));
+    out += line;
+  };
+  put("smc_active", c.smc_active.load());
+  put("smc_passive", c.smc_passive.load());
+  uint64_t total = 0;
+  for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) total += c.fallback[i].load();
+  put("fallback_total", total);
+  for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) {
+    std::string k = std::string("fallback.") + fallback_name(static_cast<Fallback>(i));
+    put(k.c_str(), c.fallback[i].load());
+  }
+  put("tx_bytes", c.tx_bytes.load());
+  put("rx_bytes", c.rx_bytes.load());
+  put("cdc_sent", c.cdc_sent.load());
+  put("cdc_received", c.cdc_received.load());
+  put("llc_sent", c.llc_sent.load());
+  put("llc_received", c.llc_received.load());
+  put("aborts", c.aborts.load());
+  put("protocol_violations", c.protocol_violations.load());
+  return out;
+}
+
+void write_stats_file() {
+  const char* dir = getenv("SMCR_STATS_DIR");
+  if (!dir || !*dir) return;
+  char path[512];
+  snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
+  char tmp[520];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int fd = static_cast<int>(::syscall(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd < 0) return;
+  std::string s = format_counters();
+  sys::write(fd, s.data(), s.size());
+  sys::close(fd);
+  rename(tmp, path);
+}
+
+}  // namespace smcr

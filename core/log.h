@@ -1,0 +1,56 @@
+// Debug logging (SMCR_DEBUG=1, or level 2 for per-message traces) and the
+// process-wide counters that smc_run's tests and diagnostics read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace smcr {
+
+int log_level();  // 0 quiet (default), 1 connection events, 2 protocol traces
+void log_write(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define SMCR_LOG(level, ...)                                   \
+  do {                                                         \
+    if (::smcr::log_level() >= (level)) ::smcr::log_write((level), __VA_ARGS__); \
+  } while (0)
+
+// Why a TCP connection did not become SMC-R. Stable names: they appear in the
+// stats file and in logs.
+enum class Fallback : int {
+  kBpfNotLoaded,
+  kPeerNoOption,      // SYN/SYN-ACK did not both carry the option
+  kPeerDeclined,      // peer sent a CLC Decline
+  kPeerNotClc,        // peer sent bytes that are not CLC: it is not talking SMC-R
+  kProtocolError,     // malformed CLC message
+  kReservedValue,     // reserved enumerated value (e.g. MTU) -> Decline
+  kNoFabric,          // no fabric reaches the peer (e.g. verbs GID, other host)
+  kTimeout,           // CLC or first-contact LLC did not complete in time
+  kResources,         // could not allocate RMB / link
+  kInternal,
+  kCount
+};
+const char* fallback_name(Fallback f);
+
+struct Counters {
+  std::atomic<uint64_t> smc_active{0};     // connect()s that became SMC-R
+  std::atomic<uint64_t> smc_passive{0};    // accept()s that became SMC-R
+  std::atomic<uint64_t> fallback[static_cast<int>(Fallback::kCount)]{};
+  std::atomic<uint64_t> tx_bytes{0};       // payload written into peer RMBEs
+  std::atomic<uint64_t> rx_bytes{0};       // payload consumed from own RMBEs
+  std::atomic<uint64_t> cdc_sent{0};
+  std::atomic<uint64_t> cdc_received{0};
+  std::atomic<uint64_t> llc_sent{0};
+  std::atomic<uint64_t> llc_received{0};
+  std::atomic<uint64_t> aborts{0};
+  std::atomic<uint64_t> protocol_violations{0};
+};
+Counters& counters();
+void count_fallback(Fallback f);
+
+// "key value" lines; written to $SMCR_STATS_DIR/smcr-<pid>.txt at exit.
+std::string format_counters();
+void write_stats_file();
+
+}  // namespace smcr

@@ -1,0 +1,57 @@
+// Raw system calls for the engine's own I/O. The engine is linked into the
+// LD_PRELOAD library, which exports read/write/close/... itself: a plain call
+// to ::read from here would re-enter the interposer. syscall(2) bypasses both
+// the interposer and libc's symbol, so engine I/O never recurses.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace smcr::sys {
+
+inline ssize_t read(int fd, void* buf, size_t n) { return ::syscall(SYS_read, fd, buf, n); }
+inline ssize_t write(int fd, const void* buf, size_t n) { return ::syscall(SYS_write, fd, buf, n); }
+inline int close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
+inline ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  return ::syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
+}
+inline ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  return ::syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr);
+}
+inline ssize_t sendmsg(int fd, const struct msghdr* m, int flags) { return ::syscall(SYS_sendmsg, fd, m, flags); }
+inline ssize_t recvmsg(int fd, struct msghdr* m, int flags) { return ::syscall(SYS_recvmsg, fd, m, flags); }
+inline int poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
+  return static_cast<int>(::syscall(SYS_poll, fds, n, timeout_ms));
+}
+inline int socket(int domain, int type, int proto) { return static_cast<int>(::syscall(SYS_socket, domain, type, proto)); }
+inline int socketpair(int domain, int type, int proto, int sv[2]) {
+  return static_cast<int>(::syscall(SYS_socketpair, domain, type, proto, sv));
+}
+inline int connect(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(::syscall(SYS_connect, fd, a, l)); }
+inline int bind(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(::syscall(SYS_bind, fd, a, l)); }
+inline int listen(int fd, int backlog) { return static_cast<int>(::syscall(SYS_listen, fd, backlog)); }
+inline int accept4(int fd, struct sockaddr* a, socklen_t* l, int flags) {
+  return static_cast<int>(::syscall(SYS_accept4, fd, a, l, flags));
+}
+inline int shutdown(int fd, int how) { return static_cast<int>(::syscall(SYS_shutdown, fd, how)); }
+inline int getsockopt(int fd, int level, int name, void* v, socklen_t* l) {
+  return static_cast<int>(::syscall(SYS_getsockopt, fd, level, name, v, l));
+}
+inline int setsockopt(int fd, int level, int name, const void* v, socklen_t l) {
+  return static_cast<int>(::syscall(SYS_setsockopt, fd, level, name, v, l));
+}
+inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getsockname, fd, a, l)); }
+inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
+inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
+inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
+
+// Monotonic milliseconds, for handshake deadlines.
+int64_t now_ms();
+
+}  // namespace smcr::sys

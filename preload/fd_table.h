@@ -1,0 +1,97 @@
+// fd number -> SMC-R connection, lock-free. This lookup is all that a non-SMC
+// fd pays in every interposed call: two atomic loads, no syscall, no lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+#include "core/connection.h"
+
+namespace smcr::preload {
+
+enum FdKind : uint8_t {
+  kFdUnknown = 0,
+  kFdTcp = 1,          // AF_INET/AF_INET6 stream socket created through us
+  kFdSmcListener = 2,  // listener opted in to SMC-R
+};
+
+class FdTable {
+ public:
+  static constexpr int kChunkBits = 12;
+  static constexpr int kChunkSize = 1 << kChunkBits;
+  static constexpr int kChunks = 1024;  // 4M fds
+  static constexpr int kMaxFd = kChunkSize * kChunks;
+
+  // A referenced connection for fd, or null. Caller unrefs.
+  Connection* get(int fd) {
+    Entry* e = find(fd);
+    if (!e) return nullptr;
+    for (;;) {
+      Connection* c = e->conn.load(std::memory_order_acquire);
+      if (!c) return nullptr;
+      if (!c->try_ref()) return nullptr;
+      if (e->conn.load(std::memory_order_acquire) == c) return c;
+      c->unref();
+    }
+  }
+  bool has_conn(int fd) {
+    Entry* e = find(fd);
+    return e && e->conn.load(std::memory_order_relaxed);
+  }
+  // Installs c (its reference is the table's) and returns what was there.
+  Connection* set(int fd, Connection* c) {
+    Entry* e = find_or_create(fd);
+    return e ? e->conn.exchange(c, std::memory_order_acq_rel) : nullptr;
+  }
+  // Removes and returns the table's reference, or null.
+  Connection* take(int fd) {
+    Entry* e = find(fd);
+    return e ? e->conn.exchange(nullptr, std::memory_order_acq_rel) : nullptr;
+  }
+  uint8_t kind(int fd) {
+    Entry* e = find(fd);
+    return e ? e->kind.load(std::memory_order_relaxed) : kFdUnknown;
+  }
+  void set_kind(int fd, uint8_t k) {
+    Entry* e = k == kFdUnknown ? find(fd) : find_or_create(fd);
+    if (e) e->kind.store(k, std::memory_order_relaxed);
+  }
+  template <typename F>
+  void for_each_conn(F&& f) {
+    for (int i = 0; i < kChunks; ++i) {
+      Entry* chunk = chunks_[i].load(std::memory_order_acquire);
+      if (!chunk) continue;
+      for (int j = 0; j < kChunkSize; ++j)
+        if (chunk[j].conn.load(std::memory_order_acquire)) f((i << kChunkBits) | j);
+    }
+  }
+
+ private:
+  struct Entry {
+    std::atomic<Connection*> conn{nullptr};
+    std::atomic<uint8_t> kind{kFdUnknown};
+  };
+  Entry* find(int fd) {
+    if (fd < 0 || fd >= kMaxFd) return nullptr;
+    Entry* chunk = chunks_[fd >> kChunkBits].load(std::memory_order_acquire);
+    return chunk ? &chunk[fd & (kChunkSize - 1)] : nullptr;
+  }
+  Entry* find_or_create(int fd) {
+    if (fd < 0 || fd >= kMaxFd) return nullptr;
+    auto& slot = chunks_[fd >> kChunkBits];
+    Entry* chunk = slot.load(std::memory_order_acquire);
+    if (!chunk) {
+      auto* fresh = static_cast<Entry*>(calloc(kChunkSize, sizeof(Entry)));  // zero = empty entries
+      if (!fresh) return nullptr;
+      if (!slot.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) free(fresh);
+      else chunk = fresh;
+    }
+    return &chunk[fd & (kChunkSize - 1)];
+  }
+  std::atomic<Entry*> chunks_[kChunks] = {};
+};
+
+FdTable& fd_table();
+
+}  // namespace smcr::preload

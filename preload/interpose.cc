@@ -1,0 +1,507 @@
+// The LD_PRELOAD shim: libc's socket calls, interposed. A TCP socket that
+// both ends opted in to SMC-R (the eBPF option in SYN and SYN-ACK) runs the
+// CLC handshake inside connect()/accept() and then has its fd number taken
+// over by the engine's readiness socket (see core/connection.h); every other
+// fd goes straight to libc after one fd-table lookup.
+//
+// Engine I/O never calls these exported symbols (core/sys.h uses raw
+// syscalls), so the shim cannot recurse into itself.
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "bpf/option.h"
+#include "core/connection.h"
+#include "core/handshake.h"
+#include "core/log.h"
+#include "core/sys.h"
+#include "preload/fd_table.h"
+
+using smcr::Connection;
+using smcr::preload::FdTable;
+
+namespace smcr::preload {
+
+FdTable& fd_table() {
+  static FdTable* t = new FdTable();
+  return *t;
+}
+
+}  // namespace smcr::preload
+
+namespace {
+
+using smcr::preload::fd_table;
+
+template <typename F>
+F resolve(const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (!p) {
+    static const char msg[] = "smcr: cannot resolve libc symbol\n";
+    smcr::sys::write(2, msg, sizeof msg - 1);
+    abort();
+  }
+  return reinterpret_cast<F>(p);
+}
+
+#define REAL(name) \
+  static auto real_##name = resolve<decltype(&::name)>(#name)
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = getenv("SMCR_ENABLE");
+    return !(v && strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// Holds a referenced connection for the duration of one call.
+struct ConnRef {
+  Connection* c;
+  explicit ConnRef(int fd) : c(fd_table().get(fd)) {}
+  ~ConnRef() {
+    if (c) c->unref();
+  }
+  explicit operator bool() const { return c != nullptr; }
+  Connection* operator->() const { return c; }
+};
+
+// Replaces the TCP socket at `fd` with the readiness socket of `c`; the TCP
+// socket lives on at another number (it still carries FIN/RST).
+bool install(int fd, Connection* c) {
+  int status = smcr::sys::fcntl(fd, F_GETFL);
+  int fdflags = smcr::sys::fcntl(fd, F_GETFD);
+  int sv[2];
+  if (status < 0 || smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  int tcp = smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (tcp < 0) {
+    smcr::sys::close(sv[0]);
+    smcr::sys::close(sv[1]);
+    return false;
+  }
+  // A tiny send buffer on the app end: the writer can make it unwritable
+  // with a few bytes when the peer's window is full.
+  int small = 1;
+  smcr::sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  if (status & O_NONBLOCK) smcr::sys::fcntl(sv[0], F_SETFL, O_NONBLOCK);
+  c->set_tcp_fd(tcp);
+  c->attach_fds(sv[0], sv[1], status & O_NONBLOCK);
+  Connection* old = fd_table().set(fd, c);
+  if (old) old->unref();
+  smcr::sys::dup3(sv[0], fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+  return true;
+}
+
+// Makes `fd` fail like a reset TCP connection: RST to the peer, and the
+// number holds an unconnected socket the application will close.
+void reset_socket(int fd) {
+  linger l{1, 0};
+  smcr::sys::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int family = smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 ? ss.ss_family : AF_INET;
+  int fresh = smcr::sys::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fdflags = smcr::sys::fcntl(fd, F_GETFD);
+  if (fresh >= 0) {
+    smcr::sys::dup3(fresh, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+    smcr::sys::close(fresh);
+  } else {
+    smcr::sys::shutdown(fd, SHUT_RDWR);
+  }
+}
+
+// After the TCP handshake: SMC-R if both ends offered it. Returns 0 when the
+// fd is usable (SMC-R or TCP), -1 with errno when the connection was reset.
+int after_tcp_established(int fd, bool client) {
+  using smcr::bpfopt::Result;
+  Result r = smcr::bpfopt::read_result(fd);
+  if (r != Result::kSmcBoth) {
+    smcr::count_fallback(r == Result::kNotLoaded ? smcr::Fallback::kBpfNotLoaded : smcr::Fallback::kPeerNoOption);
+    SMCR_LOG(1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));
+    return 0;
+  }
+  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd) : smcr::clc_server(fd);
+  switch (o.kind) {
+    case smcr::HandshakeOutcome::Kind::kSmc:
+      if (install(fd, o.conn)) return 0;
+      // Could not take over the fd: the peer believes in SMC-R, so reset.
+      o.conn->app_close(true);
+      reset_socket(fd);
+      errno = ECONNRESET;
+      return -1;
+    case smcr::HandshakeOutcome::Kind::kFallback:
+      smcr::count_fallback(o.reason);
+      SMCR_LOG(1, "fd %d: TCP fallback (%s, diagnosis %08x)", fd, smcr::fallback_name(o.reason), o.diagnosis);
+      return 0;
+    case smcr::HandshakeOutcome::Kind::kTerminate:
+      smcr::count_fallback(o.reason);
+      SMCR_LOG(1, "fd %d: connection reset during CLC (%s)", fd, smcr::fallback_name(o.reason));
+      reset_socket(fd);
+      errno = o.error ? o.error : ECONNRESET;
+      return -1;
+  }
+  return 0;
+}
+
+ssize_t smc_recv(Connection* c, void* buf, size_t len, int flags) {
+  iovec iov{buf, len};
+  return c->recvv(&iov, 1, flags);
+}
+
+ssize_t smc_send(Connection* c, const void* buf, size_t len, int flags) {
+  iovec iov{const_cast<void*>(buf), len};
+  return c->sendv(&iov, 1, flags);
+}
+
+void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
+  real_close(fd);
+  if (c->drop_user_fd()) c->app_close(false);
+  else c->unref();
+}
+
+__attribute__((destructor)) void at_exit() {
+  // Close open SMC-R connections as the kernel closes TCP sockets at exit,
+  // so peers see EOF after the last byte rather than a reset.
+  fd_table().for_each_conn([](int fd) {
+    ConnRef c(fd);
+    if (c) c->process_exit();
+  });
+  smcr::write_stats_file();
+}
+
+}  // namespace
+
+extern "C" {
+
+int socket(int domain, int type, int protocol) {
+  REAL(socket);
+  int fd = real_socket(domain, type, protocol);
+  if (fd >= 0 && enabled() && (domain == AF_INET || domain == AF_INET6) && (type & 0xF) == SOCK_STREAM &&
+      (protocol == 0 || protocol == IPPROTO_TCP))
+    fd_table().set_kind(fd, smcr::preload::kFdTcp);
+  return fd;
+}
+
+int connect(int fd, const struct sockaddr* addr, socklen_t len) {
+  REAL(connect);
+  if (fd_table().kind(fd) != smcr::preload::kFdTcp || fd_table().has_conn(fd)) return real_connect(fd, addr, len);
+  bool opted = smcr::bpfopt::opt_in(fd);
+  int rc = real_connect(fd, addr, len);
+  if (!opted) {
+    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+    return rc;
+  }
+  if (rc != 0) {
+    if (errno != EINPROGRESS) return rc;
+    // Non-blocking connect: finish the TCP handshake here (bounded) so that
+    // the fd is SMC-R or TCP before the application can use it.
+    int saved = errno;
+    pollfd p{fd, POLLOUT, 0};
+    int64_t deadline = smcr::sys::now_ms() + smcr::handshake_config().timeout_ms;
+    int n;
+    do {
+      int64_t left = deadline - smcr::sys::now_ms();
+      n = smcr::sys::poll(&p, 1, left > 0 ? static_cast<int>(left) : 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      errno = saved;
+      return -1;
+    }
+    int err = 0;
+    socklen_t el = sizeof err;
+    smcr::sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) {
+      errno = err;
+      return -1;
+    }
+  }
+  return after_tcp_established(fd, true);
+}
+
+int listen(int fd, int backlog) {
+  REAL(listen);
+  if (fd_table().kind(fd) == smcr::preload::kFdTcp && smcr::bpfopt::opt_in(fd))
+    fd_table().set_kind(fd, smcr::preload::kFdSmcListener);
+  return real_listen(fd, backlog);
+}
+
+int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  REAL(accept4);
+  for (;;) {
+    int nfd = real_accept4(fd, addr, len, flags);
+    if (nfd < 0 || fd_table().kind(fd) != smcr::preload::kFdSmcListener) return nfd;
+    fd_table().set_kind(nfd, smcr::preload::kFdTcp);
+    if (after_tcp_established(nfd, false) == 0) return nfd;
+    // Reset during CLC: that connection is gone; offer the next one.
+    REAL(close);
+    fd_table().set_kind(nfd, smcr::preload::kFdUnknown);
+    real_close(nfd);
+  }
+}
+
+int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, addr, len, 0); }
+
+int close(int fd) {
+  REAL(close);
+  if (Connection* c = fd_table().take(fd)) {
+    fd_table().set_kind(fd, smcr::preload::kFdUnknown);
+    close_smc_fd(fd, c, real_close);
+    return 0;
+  }
+  if (fd_table().kind(fd) != smcr::preload::kFdUnknown) fd_table().set_kind(fd, smcr::preload::kFdUnknown);
+  return real_close(fd);
+}
+
+int shutdown(int fd, int how) {
+  REAL(shutdown);
+  ConnRef c(fd);
+  if (!c) return real_shutdown(fd, how);
+  return c->shutdown(how);
+}
+
+ssize_t read(int fd, void* buf, size_t n) {
+  REAL(read);
+  ConnRef c(fd);
+  if (!c) return real_read(fd, buf, n);
+  return smc_recv(c.c, buf, n, 0);
+}
+
+ssize_t write(int fd, const void* buf, size_t n) {
+  REAL(write);
+  ConnRef c(fd);
+  if (!c) return real_write(fd, buf, n);
+  return smc_send(c.c, buf, n, 0);
+}
+
+ssize_t readv(int fd, const struct iovec* iov, int cnt) {
+  REAL(readv);
+  ConnRef c(fd);
+  if (!c) return real_readv(fd, iov, cnt);
+  if (cnt < 0 || cnt > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return c->recvv(iov, cnt, 0);
+}
+
+ssize_t writev(int fd, const struct iovec* iov, int cnt) {
+  REAL(writev);
+  ConnRef c(fd);
+  if (!c) return real_writev(fd, iov, cnt);
+  if (cnt < 0 || cnt > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return c->sendv(iov, cnt, 0);
+}
+
+ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  REAL(recv);
+  ConnRef c(fd);
+  if (!c) return real_recv(fd, buf, n, flags);
+  return smc_recv(c.c, buf, n, flags);
+}
+
+ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  REAL(send);
+  ConnRef c(fd);
+  if (!c) return real_send(fd, buf, n, flags);
+  return smc_send(c.c, buf, n, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* alen) {
+  REAL(recvfrom);
+  ConnRef c(fd);
+  if (!c) return real_recvfrom(fd, buf, n, flags, addr, alen);
+  ssize_t r = smc_recv(c.c, buf, n, flags);
+  if (r >= 0 && alen) *alen = 0;  // TCP reports no source address
+  return r;
+}
+
+ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t alen) {
+  REAL(sendto);
+  ConnRef c(fd);
+  if (!c) return real_sendto(fd, buf, n, flags, addr, alen);
+  return smc_send(c.c, buf, n, flags);  // a connected TCP socket ignores the address
+}
+
+ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
+  REAL(recvmsg);
+  ConnRef c(fd);
+  if (!c) return real_recvmsg(fd, m, flags);
+  if (m->msg_iovlen > IOV_MAX) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  ssize_t r = c->recvv(m->msg_iov, static_cast<int>(m->msg_iovlen), flags);
+  if (r >= 0) {
+    m->msg_namelen = 0;
+    m->msg_controllen = 0;
+    m->msg_flags = 0;
+  }
+  return r;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
+  REAL(sendmsg);
+  ConnRef c(fd);
+  if (!c) return real_sendmsg(fd, m, flags);
+  if (m->msg_iovlen > IOV_MAX) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return c->sendv(m->msg_iov, static_cast<int>(m->msg_iovlen), flags);
+}
+
+int fcntl(int fd, int cmd, ...) {
+  REAL(fcntl);
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  ConnRef c(fd);
+  if (!c) return real_fcntl(fd, cmd, arg);
+  int rc = real_fcntl(fd, cmd, arg);
+  if (rc < 0) return rc;
+  if (cmd == F_SETFL) c->set_nonblocking(reinterpret_cast<intptr_t>(arg) & O_NONBLOCK);
+  if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rc >= 0) {
+    c->ref();
+    c->add_user_fd();
+    Connection* old = fd_table().set(rc, c.c);
+    if (old) old->unref();
+  }
+  return rc;
+}
+
+int ioctl(int fd, unsigned long req, ...) {
+  REAL(ioctl);
+  va_list ap;
+  va_start(ap, req);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  ConnRef c(fd);
+  if (!c) return real_ioctl(fd, req, arg);
+  switch (req) {
+    case FIONBIO: {
+      int rc = real_ioctl(fd, req, arg);
+      if (rc == 0 && arg) c->set_nonblocking(*static_cast<int*>(arg) != 0);
+      return rc;
+    }
+    case FIONREAD:  // == SIOCINQ
+      if (!arg) {
+        errno = EFAULT;
+        return -1;
+      }
+      *static_cast<int*>(arg) = static_cast<int>(c->bytes_readable());
+      return 0;
+    case SIOCOUTQ:
+    case SIOCOUTQNSD:
+      if (!arg) {
+        errno = EFAULT;
+        return -1;
+      }
+      *static_cast<int*>(arg) = static_cast<int>(c->bytes_unsent());
+      return 0;
+    default:
+      return real_ioctl(c->tcp_fd(), req, arg);
+  }
+}
+
+int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
+  REAL(setsockopt);
+  ConnRef c(fd);
+  if (!c) return real_setsockopt(fd, level, name, val, len);
+  int rc = real_setsockopt(c->tcp_fd(), level, name, val, len);
+  if (rc != 0 || level != SOL_SOCKET) return rc;
+  if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) && len >= sizeof(timeval)) {
+    const timeval* tv = static_cast<const timeval*>(val);
+    long ms = tv->tv_sec * 1000 + tv->tv_usec / 1000;
+    c->set_timeout(name == SO_RCVTIMEO, ms > 0 ? static_cast<int>(ms) : -1);
+  } else if (name == SO_LINGER && len >= sizeof(linger)) {
+    const linger* l = static_cast<const linger*>(val);
+    c->set_linger_abort(l->l_onoff && l->l_linger == 0);
+  }
+  return rc;
+}
+
+int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
+  REAL(getsockopt);
+  ConnRef c(fd);
+  if (!c) return real_getsockopt(fd, level, name, val, len);
+  return real_getsockopt(c->tcp_fd(), level, name, val, len);
+}
+
+int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
+  REAL(getsockname);
+  ConnRef c(fd);
+  return real_getsockname(c ? c->tcp_fd() : fd, addr, len);
+}
+
+int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
+  REAL(getpeername);
+  ConnRef c(fd);
+  return real_getpeername(c ? c->tcp_fd() : fd, addr, len);
+}
+
+int dup(int fd) {
+  REAL(dup);
+  int rc = real_dup(fd);
+  ConnRef c(fd);
+  if (c && rc >= 0) {
+    c->ref();
+    c->add_user_fd();
+    Connection* old = fd_table().set(rc, c.c);
+    if (old) old->unref();
+  }
+  return rc;
+}
+
+int dup3(int oldfd, int newfd, int flags) {
+  REAL(dup3);
+  REAL(close);
+  if (oldfd == newfd) {
+    errno = EINVAL;
+    return -1;
+  }
+  ConnRef c(oldfd);
+  // dup2/dup3 over an SMC-R fd closes that connection's fd first.
+  if (Connection* victim = fd_table().take(newfd)) {
+    fd_table().set_kind(newfd, smcr::preload::kFdUnknown);
+    if (victim->drop_user_fd()) victim->app_close(false);
+    else victim->unref();
+  }
+  int rc = real_dup3(oldfd, newfd, flags);
+  if (rc >= 0 && c) {
+    c->ref();
+    c->add_user_fd();
+    Connection* old = fd_table().set(rc, c.c);
+    if (old) old->unref();
+  } else if (rc >= 0) {
+    fd_table().set_kind(rc, fd_table().kind(oldfd));
+  }
+  return rc;
+}
+
+int dup2(int oldfd, int newfd) {
+  if (oldfd == newfd) {
+    REAL(fcntl);
+    return real_fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
+  }
+  return dup3(oldfd, newfd, 0);
+}
+
+}  // extern "C"

@@ -1,0 +1,800 @@
+// CLC codec: digest section 9.2-9.7 vectors, Linux kernel captures
+// (shared/spec/linux-clc-vectors.md), round trips and malformed input.
+#include "core/clc.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string_view>
+#include <vector>
+
+namespace smcr::clc {
+namespace {
+
+std::vector<uint8_t> hex(std::string_view text) {
+  std::vector<uint8_t> out;
+  int high = -1;
+  for (char ch : text) {
+    if (!std::isxdigit(static_cast<unsigned char>(ch))) continue;
+    const int nibble = std::isdigit(static_cast<unsigned char>(ch))
+                           ? ch - '0'
+                           : std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10;
+    if (high < 0) {
+      high = nibble;
+    } else {
+      out.push_back(static_cast<uint8_t>(high << 4 | nibble));
+      high = -1;
+    }
+  }
+  return out;
+}
+
+template <size_t N>
+std::array<uint8_t, N> arr(std::string_view text) {
+  auto v = hex(text);
+  std::array<uint8_t, N> out{};
+  EXPECT_EQ(v.size(), N);
+  std::copy_n(v.begin(), std::min(v.size(), N), out.begin());
+  return out;
+}
+
+// --- Digest 9.3-9.6 -------------------------------------------------------------
+
+const auto kProposalIpv4 = hex(
+    "E2 D4 C3 D9 01 00 34 10 12 34 02 00 00 00 00 0B"
+    "FE 80 00 00 00 00 00 00 00 00 00 00 00 00 00 0B"
+    "02 00 00 00 00 0B 00 00 C0 A8 01 00 18 00 00 00"
+    "E2 D4 C3 D9");
+
+const auto kProposalIpv6 = hex(
+    "E2 D4 C3 D9 01 00 45 10 12 34 02 00 00 00 00 0B"
+    "FE 80 00 00 00 00 00 00 00 00 00 00 00 00 00 0B"
+    "02 00 00 00 00 0B 00 00 00 00 00 00 00 00 00 01"
+    "20 01 0D B8 00 00 00 01 00 00 00 00 00 00 00 00"
+    "40 E2 D4 C3 D9");
+
+const auto kAcceptFirstContact = hex(
+    "E2 D4 C3 D9 02 00 44 18 AB CD 02 00 00 00 00 0A"
+    "FE 80 00 00 00 00 00 00 00 00 00 00 00 00 00 0A"
+    "02 00 00 00 00 0A 00 01 08 11 22 33 44 01 00 00"
+    "A0 01 23 00 00 00 00 00 12 34 00 00 00 00 AB CD"
+    "E2 D4 C3 D9");
+
+const auto kDeclineOutOfSync = hex(
+    "E2 D4 C3 D9 04 00 1C 18 AB CD 02 00 00 00 00 0A"
+    "03 00 00 00 00 00 00 00 E2 D4 C3 D9");
+
+Proposal digest_proposal() {
+  Proposal p;
+  p.peer_id = arr<8>("12 34 02 00 00 00 00 0B");
+  p.gid = arr<16>("FE 80 00 00 00 00 00 00 00 00 00 00 00 00 00 0B");
+  p.mac = arr<6>("02 00 00 00 00 0B");
+  return p;
+}
+
+Proposal digest_proposal_ipv4() {
+  Proposal p = digest_proposal();
+  p.ipv4_subnet = 0xC0A80100;
+  p.ipv4_prefix_len = 24;
+  return p;
+}
+
+Proposal digest_proposal_ipv6() {
+  Proposal p = digest_proposal();
+  Ipv6Prefix prefix;
+  prefix.prefix = arr<16>("20 01 0D B8 00 00 00 01 00 00 00 00 00 00 00 00");
+  prefix.prefix_len = 64;
+  p.ipv6_prefixes.push_back(prefix);
+  return p;
+}
+
+AcceptConfirm digest_accept() {
+  AcceptConfirm m;
+  m.type = Type::kAccept;
+  m.first_contact = true;
+  m.peer_id = arr<8>("AB CD 02 00 00 00 00 0A");
+  m.gid = arr<16>("FE 80 00 00 00 00 00 00 00 00 00 00 00 00 00 0A");
+  m.mac = arr<6>("02 00 00 00 00 0A");
+  m.qpn = 0x108;
+  m.rmb_rkey = 0x11223344;
+  m.rmbe_index = 1;
+  m.rmbe_alert_token = 0xA001;
+  m.rmbe_size_code = 2;
+  m.mtu_code = 3;
+  m.rmb_vaddr = 0x12340000;
+  m.psn = 0xABCD;
+  return m;
+}
+
+Decline digest_decline() {
+  Decline d;
+  d.peer_id = arr<8>("AB CD 02 00 00 00 00 0A");
+  d.diagnosis = decline::kConfigError;
+  d.out_of_sync = true;
+  return d;
+}
+
+std::vector<uint8_t> first8(const std::vector<uint8_t>& v) { return {v.begin(), v.begin() + 8}; }
+
+TEST(ClcHeader, Digest92HeaderBytes) {
+  EXPECT_EQ(first8(encode(digest_proposal_ipv4())), hex("E2 D4 C3 D9 01 00 34 10"));
+  AcceptConfirm accept = digest_accept();
+  EXPECT_EQ(first8(encode(accept)), hex("E2 D4 C3 D9 02 00 44 18"));
+  accept.first_contact = false;
+  EXPECT_EQ(first8(encode(accept)), hex("E2 D4 C3 D9 02 00 44 10"));
+  AcceptConfirm confirm = digest_accept();
+  confirm.type = Type::kConfirm;
+  confirm.first_contact = true;  // reserved in Confirm: never sent
+  EXPECT_EQ(first8(encode(confirm)), hex("E2 D4 C3 D9 03 00 44 10"));
+  Decline d = digest_decline();
+  d.out_of_sync = false;
+  EXPECT_EQ(first8(encode(d)), hex("E2 D4 C3 D9 04 00 1C 10"));
+  d.out_of_sync = true;
+  EXPECT_EQ(first8(encode(d)), hex("E2 D4 C3 D9 04 00 1C 18"));
+}
+
+TEST(ClcHeader, DecodesEachType) {
+  struct Case {
+    std::vector<uint8_t> bytes;
+    Type type;
+    uint16_t length;
+    uint8_t flags;
+  };
+  const Case cases[] = {
+      {kProposalIpv4, Type::kProposal, 52, 0},
+      {kAcceptFirstContact, Type::kAccept, 68, 0x8},
+      {kDeclineOutOfSync, Type::kDecline, 28, 0x8},
+  };
+  for (const auto& c : cases) {
+    DecodeError err = DecodeError::kBadField;
+    auto h = decode_header(c.bytes, &err);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(err, DecodeError::kNone);
+    EXPECT_EQ(h->type, c.type);
+    EXPECT_EQ(h->length, c.length);
+    EXPECT_EQ(h->version, 1);
+    EXPECT_EQ(h->flags, c.flags);
+  }
+  // Only the first 8 bytes are needed.
+  auto h = decode_header(std::span(kAcceptFirstContact).first(8));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->length, 68);
+}
+
+TEST(ClcProposal, Digest93Ipv4Encode) { EXPECT_EQ(encode(digest_proposal_ipv4()), kProposalIpv4); }
+
+TEST(ClcProposal, Digest93Ipv4Decode) {
+  DecodeError err;
+  auto p = decode_proposal(kProposalIpv4, &err);
+  ASSERT_TRUE(p) << to_string(err);
+  EXPECT_EQ(*p, digest_proposal_ipv4());
+  EXPECT_EQ(p->ipv4_subnet, 0xC0A80100u);
+  EXPECT_EQ(p->ipv4_prefix_len, 24);
+  EXPECT_TRUE(p->offers_smcr_v1);
+  EXPECT_EQ(p->version, 1);
+}
+
+TEST(ClcProposal, Digest94Ipv6Encode) {
+  EXPECT_EQ(kProposalIpv6.size(), 69u);
+  EXPECT_EQ(encode(digest_proposal_ipv6()), kProposalIpv6);
+}
+
+TEST(ClcProposal, Digest94Ipv6Decode) {
+  auto p = decode_proposal(kProposalIpv6);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, digest_proposal_ipv6());
+  ASSERT_EQ(p->ipv6_prefixes.size(), 1u);
+  EXPECT_EQ(p->ipv6_prefixes[0].prefix_len, 64);
+  EXPECT_EQ(p->ipv4_subnet, 0u);
+}
+
+TEST(ClcProposal, NonZeroIpAreaOffsetIsSkipped) {
+  Proposal p = digest_proposal_ipv4();
+  p.ip_area_offset = 7;
+  auto bytes = encode(p);
+  ASSERT_EQ(bytes.size(), 52u + 7);
+  EXPECT_EQ(bytes[6], 52 + 7);
+  EXPECT_EQ(bytes[38], 0);
+  EXPECT_EQ(bytes[39], 7);
+  // Whatever sits in the skipped area is not ours to interpret.
+  for (size_t i = 40; i < 47; ++i) bytes[i] = 0xAA;
+  auto decoded = decode_proposal(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, p);
+}
+
+TEST(ClcProposal, RoundTripManyPrefixes) {
+  Proposal p = digest_proposal();
+  for (uint8_t i = 0; i < 8; ++i) {
+    Ipv6Prefix prefix;
+    prefix.prefix[0] = 0x20;
+    prefix.prefix[15] = i;
+    prefix.prefix_len = static_cast<uint8_t>(48 + i);
+    p.ipv6_prefixes.push_back(prefix);
+  }
+  p.ip_area_offset = 3;
+  auto bytes = encode(p);
+  EXPECT_EQ(bytes.size(), 52u + 3 + 17 * 8);
+  auto decoded = decode_proposal(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, p);
+}
+
+TEST(ClcProposal, EncoderSendsAtMostEightPrefixes) {
+  Proposal p = digest_proposal();
+  p.ipv6_prefixes.resize(9);
+  auto bytes = encode(p);
+  EXPECT_EQ(bytes.size(), 52u + 17 * 8);
+  auto decoded = decode_proposal(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->ipv6_prefixes.size(), 8u);
+}
+
+TEST(ClcAcceptConfirm, Digest95AcceptEncode) { EXPECT_EQ(encode(digest_accept()), kAcceptFirstContact); }
+
+TEST(ClcAcceptConfirm, Digest95AcceptDecode) {
+  auto m = decode_accept_confirm(kAcceptFirstContact, Type::kAccept);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(*m, digest_accept());
+}
+
+TEST(ClcAcceptConfirm, Digest95ConfirmSameLayout) {
+  AcceptConfirm c = digest_accept();
+  c.type = Type::kConfirm;
+  c.first_contact = false;
+  auto bytes = encode(c);
+  auto expected = kAcceptFirstContact;
+  expected[4] = 0x03;
+  expected[7] = 0x10;
+  EXPECT_EQ(bytes, expected);
+  auto decoded = decode_accept_confirm(bytes, Type::kConfirm);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, c);
+}
+
+TEST(ClcAcceptConfirm, Digest97BsizeAndMtuNibbles) {
+  AcceptConfirm m = digest_accept();
+  m.rmbe_size_code = 5;
+  m.mtu_code = 5;
+  auto bytes = encode(m);
+  EXPECT_EQ(bytes[50], 0x55);
+  auto decoded = decode_accept_confirm(bytes, Type::kAccept);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->rmbe_size_code, 5);
+  EXPECT_EQ(decoded->mtu_code, 5);
+}
+
+TEST(ClcAcceptConfirm, TwentyFourBitFieldsRoundTrip) {
+  AcceptConfirm m = digest_accept();
+  m.qpn = 0xFEDCBA;
+  m.psn = 0xABCDEF;
+  m.rmb_vaddr = 0xFF3F9BC485640000;
+  m.rmbe_alert_token = 0xFFFFFFFF;
+  m.rmbe_index = 255;
+  auto decoded = decode_accept_confirm(encode(m), Type::kAccept);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, m);
+}
+
+TEST(ClcDecline, Digest96Encode) { EXPECT_EQ(encode(digest_decline()), kDeclineOutOfSync); }
+
+TEST(ClcDecline, Digest96Decode) {
+  auto d = decode_decline(kDeclineOutOfSync);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d, digest_decline());
+}
+
+TEST(ClcDecline, RoundTripWithoutSync) {
+  Decline d = digest_decline();
+  d.out_of_sync = false;
+  d.diagnosis = decline::kNoSmcDevice;
+  auto decoded = decode_decline(encode(d));
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, d);
+}
+
+// --- Linux kernel captures ------------------------------------------------------
+
+// V16: 6.12 SMC-Rv1 Proposal, version 2 in byte 7, 40-byte SMC-D area, offset 40.
+const auto kLinuxV16 = hex(
+    "e2d4c3d901005c28ef5c52540000010200000000000000000000ffff0a0901025254000001020028000000000000"
+    "000000000000000000000000000000000000000000000000000000000000000000000a09010018000000e2d4c3d9");
+// V20: the same from 6.1.
+const auto kLinuxV20 = hex(
+    "e2d4c3d901005c28ef6e52540000010200000000000000000000ffff0a0901025254000001020028000000000000"
+    "000000000000000000000000000000000000000000000000000000000000000000000a09010018000000e2d4c3d9");
+// V04: 6.1 SMC-Rv2-only Proposal (typev1 = N): zero v1 fields, no IP area.
+const auto kLinuxV04 = hex(
+    "e2d4c3d901009c2200000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "0000001c000000000000000000000000000000000000000000000000000000000100000000000000000000000000000000"
+    "00ffff0a09000100000000000000000000000000000000534d434c41422d554549442d3120202020202020202020202020"
+    "202020202020e2d4c3d9");
+// V12: 6.12 SMC-Rv2-only Proposal, v2.1 extension fields set.
+const auto kLinuxV12 = hex(
+    "e2d4c3d901009c2200000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "0000001c000000000000000000000000000000000000000000000000000000000100001000000000000000000000000000"
+    "00ffff0a090102ff020001000000000000000000000000534d434c41422d554549442d3120202020202020202020202020"
+    "202020202020e2d4c3d9");
+const auto kLinuxV17 = hex(
+    "e2d4c3d9020044187e3252540000010100000000000000000000ffff0a0901015254000001010000110000037f0100"
+    "0000012300ff30fe51850f000000f66edfe2d4c3d9");
+const auto kLinuxV18 = hex(
+    "e2d4c3d903004418ef5c52540000010200000000000000000000ffff0a0901025254000001020000110000039201"
+    "000000012300ff2e29d6c4f500000096464be2d4c3d9");
+const auto kLinuxV02 = hex("e2d4c3d904001c100693c606b187d82a0303000000000000e2d4c3d9");
+const auto kLinuxV03 = hex("e2d4c3d904001c104d5bf27d710e0da30303000000000000e2d4c3d9");
+const auto kLinuxV10 = hex(
+    "e2d4c3d904002c20fd1882e5a1836f5e020100002000000000000000000000000000000000000000e2d4c3d9");
+// V13/V14: 6.12 v2 Accept (160 bytes) and Confirm (180 bytes).
+const auto kLinuxV13 = hex(
+    "e2d4c3d90200a02869cf52540000010100000000000000000000ffff0a0901015254000001010000110000037f0100"
+    "0000012300ff11daebc53c000000c45d76534d434c41422d554549442d312020202020202020202020202020202020"
+    "2020000000000000000080210000286e6f6e65292020202020202020202020202020202020202020202020202020ff02"
+    "0001000000000000000000000000e2d4c3d9");
+const auto kLinuxV14 = hex(
+    "e2d4c3d90300b428a9e452540000010200000000000000000000ffff0a090102525400000102000011000003f90100"
+    "0000012300ff18cc868575000000640970534d434c41422d554549442d312020202020202020202020202020202020"
+    "2020000000000000000080210000286e6f6e65292020202020202020202020202020202020202020202020202020ff02"
+    "00010000000000000000000000000100000000000000000000000000ffff0a090102e2d4c3d9");
+
+TEST(ClcLinux, VectorsHaveTheirCapturedLengths) {
+  EXPECT_EQ(kLinuxV16.size(), 92u);
+  EXPECT_EQ(kLinuxV20.size(), 92u);
+  EXPECT_EQ(kLinuxV04.size(), 156u);
+  EXPECT_EQ(kLinuxV12.size(), 156u);
+  EXPECT_EQ(kLinuxV17.size(), 68u);
+  EXPECT_EQ(kLinuxV18.size(), 68u);
+  EXPECT_EQ(kLinuxV02.size(), 28u);
+  EXPECT_EQ(kLinuxV10.size(), 44u);
+  EXPECT_EQ(kLinuxV13.size(), 160u);
+  EXPECT_EQ(kLinuxV14.size(), 180u);
+}
+
+TEST(ClcLinux, V16V1ProposalWithSmcdAreaDecodes) {
+  for (const auto* bytes : {&kLinuxV16, &kLinuxV20}) {
+    DecodeError err;
+    auto p = decode_proposal(*bytes, &err);
+    ASSERT_TRUE(p) << to_string(err);
+    EXPECT_EQ(p->version, 2);
+    EXPECT_TRUE(p->offers_smcr_v1);
+    EXPECT_EQ(p->ip_area_offset, 40);
+    EXPECT_EQ(p->ipv4_subnet, 0x0A090100u);  // 10.9.1.0
+    EXPECT_EQ(p->ipv4_prefix_len, 24);
+    EXPECT_TRUE(p->ipv6_prefixes.empty());
+    EXPECT_EQ(p->mac, arr<6>("525400000102"));
+    EXPECT_EQ(p->gid, arr<16>("00000000000000000000ffff0a090102"));
+  }
+  EXPECT_EQ(decode_proposal(kLinuxV16)->peer_id, arr<8>("ef5c525400000102"));
+}
+
+TEST(ClcLinux, V04V2OnlyProposalDecodesWithoutSmcrV1) {
+  for (const auto* bytes : {&kLinuxV04, &kLinuxV12}) {
+    DecodeError err;
+    auto p = decode_proposal(*bytes, &err);
+    ASSERT_TRUE(p) << to_string(err);
+    EXPECT_EQ(p->version, 2);
+    EXPECT_FALSE(p->offers_smcr_v1);
+    EXPECT_EQ(p->peer_id, PeerId{});
+    EXPECT_EQ(p->gid, Gid{});
+    EXPECT_EQ(p->ip_area_offset, 0);
+    EXPECT_EQ(p->ipv4_subnet, 0u);
+    EXPECT_TRUE(p->ipv6_prefixes.empty());
+  }
+}
+
+TEST(ClcLinux, V2ProposalTypeV1Bits) {
+  // typev1 B (both) offers SMC-Rv1; D (SMC-D only) does not, but has an IP area.
+  auto bytes = kLinuxV16;
+  bytes[7] = 0x23;
+  auto both = decode_proposal(bytes);
+  ASSERT_TRUE(both);
+  EXPECT_TRUE(both->offers_smcr_v1);
+  bytes[7] = 0x21;
+  auto smcd_only = decode_proposal(bytes);
+  ASSERT_TRUE(smcd_only);
+  EXPECT_FALSE(smcd_only->offers_smcr_v1);
+  EXPECT_EQ(smcd_only->ipv4_subnet, 0x0A090100u);
+}
+
+TEST(ClcLinux, V17AcceptDecodes) {
+  DecodeError err;
+  auto m = decode_accept_confirm(kLinuxV17, Type::kAccept, &err);
+  ASSERT_TRUE(m) << to_string(err);
+  EXPECT_EQ(m->type, Type::kAccept);
+  EXPECT_TRUE(m->first_contact);
+  EXPECT_EQ(m->peer_id, arr<8>("7e32525400000101"));
+  EXPECT_EQ(m->gid, arr<16>("00000000000000000000ffff0a090101"));
+  EXPECT_EQ(m->mac, arr<6>("525400000101"));
+  EXPECT_EQ(m->qpn, 0x11u);
+  EXPECT_EQ(m->rmb_rkey, 0x37Fu);
+  EXPECT_EQ(m->rmbe_index, 1);
+  EXPECT_EQ(m->rmbe_alert_token, 1u);
+  EXPECT_EQ(m->rmbe_size_code, 2);
+  EXPECT_EQ(m->mtu_code, 3);
+  EXPECT_EQ(m->rmb_vaddr, 0xFF30FE51850F0000u);
+  EXPECT_EQ(m->psn, 0xF66EDFu);
+  // Our encoder reproduces the kernel's bytes exactly.
+  EXPECT_EQ(encode(*m), kLinuxV17);
+}
+
+TEST(ClcLinux, V18ConfirmWithFirstContactBitDecodes) {
+  DecodeError err;
+  auto m = decode_accept_confirm(kLinuxV18, Type::kConfirm, &err);
+  ASSERT_TRUE(m) << to_string(err);
+  EXPECT_EQ(m->type, Type::kConfirm);
+  EXPECT_TRUE(m->first_contact);
+  EXPECT_EQ(m->peer_id, arr<8>("ef5c525400000102"));
+  EXPECT_EQ(m->qpn, 0x11u);
+  EXPECT_EQ(m->rmb_rkey, 0x392u);
+  EXPECT_EQ(m->rmb_vaddr, 0xFF2E29D6C4F50000u);
+  EXPECT_EQ(m->psn, 0x96464Bu);
+  // Not an Accept, even though the F bit is there.
+  EXPECT_FALSE(decode_accept_confirm(kLinuxV18, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+}
+
+TEST(ClcLinux, V2AcceptAndConfirmDecodeTheirRfcFields) {
+  auto accept = decode_accept_confirm(kLinuxV13, Type::kAccept);
+  ASSERT_TRUE(accept);
+  EXPECT_TRUE(accept->first_contact);
+  EXPECT_EQ(accept->rmb_rkey, 0x37Fu);
+  EXPECT_EQ(accept->psn, 0xC45D76u);
+  EXPECT_EQ(accept->rmb_vaddr, 0xFF11DAEBC53C0000u);
+  auto confirm = decode_accept_confirm(kLinuxV14, Type::kConfirm);
+  ASSERT_TRUE(confirm);
+  EXPECT_EQ(confirm->rmb_rkey, 0x3F9u);
+  EXPECT_EQ(confirm->psn, 0x640970u);
+}
+
+TEST(ClcLinux, V02V03V1Declines) {
+  auto v02 = decode_decline(kLinuxV02);
+  ASSERT_TRUE(v02);
+  EXPECT_EQ(v02->diagnosis, decline::kNoSmcDevice);
+  EXPECT_FALSE(v02->out_of_sync);
+  EXPECT_EQ(v02->peer_id, arr<8>("0693c606b187d82a"));
+  EXPECT_EQ(encode(*v02), kLinuxV02);
+  auto v03 = decode_decline(kLinuxV03);
+  ASSERT_TRUE(v03);
+  EXPECT_EQ(v03->diagnosis, 0x03030000u);
+  EXPECT_EQ(v03->peer_id, arr<8>("4d5bf27d710e0da3"));
+  EXPECT_EQ(encode(*v03), kLinuxV03);
+}
+
+TEST(ClcLinux, V10V2DeclineOf44Bytes) {
+  DecodeError err;
+  auto d = decode_decline(kLinuxV10, &err);
+  ASSERT_TRUE(d) << to_string(err);
+  EXPECT_EQ(d->diagnosis, decline::kTimeoutConfirmLink);
+  EXPECT_FALSE(d->out_of_sync);
+  EXPECT_EQ(d->peer_id, arr<8>("fd1882e5a1836f5e"));
+}
+
+// --- Malformed input ---------------------------------------------------------------
+
+struct Sample {
+  const char* name;
+  std::vector<uint8_t> bytes;
+};
+
+std::vector<Sample> all_samples() {
+  return {
+      {"proposal_ipv4", kProposalIpv4}, {"proposal_ipv6", kProposalIpv6},
+      {"accept", kAcceptFirstContact},  {"decline", kDeclineOutOfSync},
+      {"linux_v16", kLinuxV16},         {"linux_v04", kLinuxV04},
+      {"linux_v17", kLinuxV17},         {"linux_v18", kLinuxV18},
+      {"linux_v02", kLinuxV02},         {"linux_v10", kLinuxV10},
+      {"linux_v13", kLinuxV13},         {"linux_v14", kLinuxV14},
+  };
+}
+
+// Runs the decoder matching the message's own type byte.
+bool decodes(std::span<const uint8_t> bytes, Type type, DecodeError* err) {
+  switch (type) {
+    case Type::kProposal: return decode_proposal(bytes, err).has_value();
+    case Type::kAccept:
+    case Type::kConfirm: return decode_accept_confirm(bytes, type, err).has_value();
+    case Type::kDecline: return decode_decline(bytes, err).has_value();
+  }
+  return false;
+}
+
+TEST(ClcMalformed, SamplesDecodeIntact) {
+  for (const auto& s : all_samples()) {
+    DecodeError err;
+    EXPECT_TRUE(decodes(s.bytes, static_cast<Type>(s.bytes[4]), &err)) << s.name << ": " << to_string(err);
+  }
+}
+
+TEST(ClcMalformed, EveryTruncationFailsCleanly) {
+  for (const auto& s : all_samples()) {
+    const Type type = static_cast<Type>(s.bytes[4]);
+    for (size_t n = 0; n < s.bytes.size(); ++n) {
+      std::span<const uint8_t> prefix(s.bytes.data(), n);
+      DecodeError err = DecodeError::kNone;
+      EXPECT_FALSE(decodes(prefix, type, &err)) << s.name << " length " << n;
+      EXPECT_EQ(err, DecodeError::kTooShort) << s.name << " length " << n;
+      const auto header = decode_header(prefix, &err);
+      if (n < kHeaderLen) {
+        EXPECT_FALSE(header);
+        EXPECT_EQ(err, DecodeError::kTooShort);
+      } else {
+        EXPECT_TRUE(header) << s.name << " length " << n;
+      }
+    }
+  }
+}
+
+TEST(ClcMalformed, ExtraBytesAfterTheMessageAreRejected) {
+  for (const auto& s : all_samples()) {
+    auto bytes = s.bytes;
+    bytes.push_back(0);
+    DecodeError err;
+    EXPECT_FALSE(decodes(bytes, static_cast<Type>(s.bytes[4]), &err)) << s.name;
+    EXPECT_EQ(err, DecodeError::kBadLength) << s.name;
+  }
+}
+
+TEST(ClcMalformed, WrongLeadingEyecatcher) {
+  for (const auto& s : all_samples()) {
+    for (size_t i = 0; i < 4; ++i) {
+      auto bytes = s.bytes;
+      bytes[i] ^= 0x01;
+      DecodeError err;
+      EXPECT_FALSE(decode_header(bytes, &err));
+      EXPECT_EQ(err, DecodeError::kBadEyecatcher);
+      EXPECT_FALSE(decodes(bytes, static_cast<Type>(s.bytes[4]), &err)) << s.name;
+      EXPECT_EQ(err, DecodeError::kBadEyecatcher);
+    }
+  }
+  // SMC-D messages carry "SMCD"; this engine speaks SMC-R only.
+  auto smcd = kAcceptFirstContact;
+  smcd[3] = 0xC4;
+  EXPECT_FALSE(decode_header(smcd));
+}
+
+TEST(ClcMalformed, WrongTrailingEyecatcher) {
+  for (const auto& s : all_samples()) {
+    for (size_t i = 1; i <= 4; ++i) {
+      auto bytes = s.bytes;
+      bytes[bytes.size() - i] ^= 0x80;
+      DecodeError err;
+      EXPECT_TRUE(decode_header(bytes));
+      EXPECT_FALSE(decodes(bytes, static_cast<Type>(s.bytes[4]), &err)) << s.name;
+      EXPECT_EQ(err, DecodeError::kBadEyecatcher) << s.name;
+    }
+  }
+}
+
+TEST(ClcMalformed, UnknownTypes) {
+  for (uint8_t type : {0, 5, 0x42, 0xFF}) {
+    auto bytes = kDeclineOutOfSync;
+    bytes[4] = type;
+    DecodeError err;
+    EXPECT_FALSE(decode_header(bytes, &err));
+    EXPECT_EQ(err, DecodeError::kBadType);
+  }
+}
+
+TEST(ClcMalformed, TypeOtherThanExpected) {
+  DecodeError err;
+  EXPECT_FALSE(decode_proposal(kAcceptFirstContact, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+  EXPECT_FALSE(decode_decline(kProposalIpv4, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+  EXPECT_FALSE(decode_accept_confirm(kAcceptFirstContact, Type::kConfirm, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+  EXPECT_FALSE(decode_accept_confirm(kDeclineOutOfSync, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+  // Asking for a non-Accept/Confirm type is a caller error reported the same way.
+  EXPECT_FALSE(decode_accept_confirm(kAcceptFirstContact, Type::kDecline, &err));
+  EXPECT_EQ(err, DecodeError::kBadType);
+}
+
+void set_length(std::vector<uint8_t>& bytes, uint16_t length) {
+  bytes[5] = static_cast<uint8_t>(length >> 8);
+  bytes[6] = static_cast<uint8_t>(length);
+}
+
+TEST(ClcMalformed, LengthBelowTypeMinimum) {
+  struct Case {
+    std::vector<uint8_t> bytes;
+    uint16_t minimum;
+  };
+  for (auto c : {Case{kProposalIpv4, 52}, Case{kAcceptFirstContact, 68}, Case{kDeclineOutOfSync, 28}}) {
+    for (uint16_t length : {uint16_t{0}, uint16_t{8}, uint16_t(c.minimum - 1)}) {
+      set_length(c.bytes, length);
+      DecodeError err;
+      EXPECT_FALSE(decode_header(c.bytes, &err)) << length;
+      EXPECT_EQ(err, DecodeError::kBadLength);
+      EXPECT_FALSE(decodes(c.bytes, static_cast<Type>(c.bytes[4]), &err));
+      EXPECT_EQ(err, DecodeError::kBadLength);
+    }
+  }
+}
+
+TEST(ClcMalformed, LengthLargerThanBuffer) {
+  auto bytes = kAcceptFirstContact;
+  set_length(bytes, 200);
+  DecodeError err;
+  auto header = decode_header(bytes, &err);
+  ASSERT_TRUE(header);  // a stream reader would wait for 200 bytes
+  EXPECT_EQ(header->length, 200);
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kTooShort);
+}
+
+TEST(ClcMalformed, LengthAboveMaxMessageLen) {
+  auto bytes = kLinuxV13;
+  for (uint16_t length : {uint16_t(kMaxMessageLen + 1), uint16_t{0xFFFF}}) {
+    set_length(bytes, length);
+    DecodeError err;
+    EXPECT_FALSE(decode_header(bytes, &err));
+    EXPECT_EQ(err, DecodeError::kBadLength);
+  }
+  // kMaxMessageLen itself is acceptable for a header.
+  set_length(bytes, kMaxMessageLen);
+  EXPECT_TRUE(decode_header(bytes));
+}
+
+TEST(ClcMalformed, VersionZero) {
+  auto bytes = kAcceptFirstContact;
+  bytes[7] = 0x08;
+  DecodeError err;
+  EXPECT_FALSE(decode_header(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadVersion);
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadVersion);
+}
+
+TEST(ClcMalformed, V1AcceptMustBeExactly68Bytes) {
+  // A version-1 Accept has no room for extensions.
+  auto bytes = kAcceptFirstContact;
+  bytes.insert(bytes.end() - 4, 4, 0);
+  set_length(bytes, 72);
+  DecodeError err;
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  // The same with version 2 is a Linux extension and decodes.
+  bytes[7] = 0x28;
+  EXPECT_TRUE(decode_accept_confirm(bytes, Type::kAccept, &err)) << to_string(err);
+}
+
+TEST(ClcMalformed, BsizeCodeAboveFiveIsBadField) {
+  for (uint8_t code = 6; code < 16; ++code) {
+    auto bytes = kAcceptFirstContact;
+    bytes[50] = static_cast<uint8_t>(code << 4 | 3);
+    DecodeError err;
+    EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+    EXPECT_EQ(err, DecodeError::kBadField) << int(code);
+  }
+}
+
+TEST(ClcMalformed, ReservedMtuIsReservedValue) {
+  for (uint8_t code : {0, 6, 7, 15}) {
+    auto bytes = kAcceptFirstContact;
+    bytes[50] = static_cast<uint8_t>(0x20 | code);
+    DecodeError err;
+    EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+    EXPECT_EQ(err, DecodeError::kReservedValue) << int(code);
+  }
+}
+
+TEST(ClcMalformed, RmbeIndexZero) {
+  auto bytes = kAcceptFirstContact;
+  bytes[45] = 0;
+  DecodeError err;
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+}
+
+TEST(ClcMalformed, ReservedBytesAreIgnored) {
+  auto bytes = kAcceptFirstContact;
+  bytes[51] = 0xFF;
+  bytes[60] = 0xFF;
+  bytes[7] |= 0x07;
+  auto m = decode_accept_confirm(bytes, Type::kAccept);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(*m, digest_accept());
+}
+
+TEST(ClcMalformed, MoreThanEightIpv6Prefixes) {
+  Proposal p = digest_proposal();
+  p.ipv6_prefixes.resize(8);
+  auto bytes = encode(p);
+  // Claim 9 prefixes and make the length match so only the count is wrong.
+  bytes.insert(bytes.end() - 4, 17, 0);
+  bytes[47] = 9;
+  set_length(bytes, static_cast<uint16_t>(bytes.size()));
+  DecodeError err;
+  EXPECT_FALSE(decode_proposal(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+  bytes[47] = 255;
+  EXPECT_FALSE(decode_proposal(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+}
+
+TEST(ClcMalformed, IpAreaOffsetPastTheEnd) {
+  for (uint16_t offset : {uint16_t{1}, uint16_t{5}, uint16_t{200}, uint16_t{0xFFFF}}) {
+    auto bytes = kProposalIpv4;
+    bytes[38] = static_cast<uint8_t>(offset >> 8);
+    bytes[39] = static_cast<uint8_t>(offset);
+    DecodeError err;
+    EXPECT_FALSE(decode_proposal(bytes, &err)) << offset;
+    EXPECT_EQ(err, DecodeError::kBadLength) << offset;
+  }
+  // Same for a Linux v2 Proposal, where trailing extensions are allowed.
+  auto bytes = kLinuxV16;
+  bytes[39] = 45;
+  DecodeError err;
+  EXPECT_FALSE(decode_proposal(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+}
+
+TEST(ClcMalformed, Ipv6PrefixesPastTheEnd) {
+  auto bytes = kProposalIpv6;
+  bytes[47] = 2;  // claims a second prefix that is not there
+  DecodeError err;
+  EXPECT_FALSE(decode_proposal(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  auto linux_bytes = kLinuxV16;
+  linux_bytes[87] = 1;
+  EXPECT_FALSE(decode_proposal(linux_bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+}
+
+TEST(ClcMalformed, V1ProposalWithTrailingBytesIsBadLength) {
+  // 52 + o + 17n must be exact for version 1.
+  auto bytes = kProposalIpv4;
+  bytes.insert(bytes.end() - 4, 3, 0);
+  set_length(bytes, static_cast<uint16_t>(bytes.size()));
+  DecodeError err;
+  EXPECT_FALSE(decode_proposal(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  // A version-2 sender may append extensions after the IP area.
+  bytes[7] = 0x28;
+  EXPECT_TRUE(decode_proposal(bytes, &err)) << to_string(err);
+}
+
+TEST(ClcMalformed, DeclineLengths) {
+  DecodeError err;
+  // A v1 Decline is exactly 28 bytes.
+  auto v1_long = kLinuxV10;
+  v1_long[7] = 0x10;
+  EXPECT_FALSE(decode_decline(v1_long, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  // A v2 Decline of the v1 size is still readable.
+  auto v2_short = kLinuxV02;
+  v2_short[7] = 0x20;
+  EXPECT_TRUE(decode_decline(v2_short, &err));
+}
+
+// --- Strings -------------------------------------------------------------------
+
+TEST(ClcStrings, DeclineReasons) {
+  const uint32_t codes[] = {
+      decline::kNoMemory,        decline::kTimeoutConfirmLink, decline::kTimeoutAddLink,
+      decline::kConfigError,     decline::kPeerNoSmc,          decline::kIpsec,
+      decline::kNoSmcDevice,     decline::kNoSmcRDevice,       decline::kModeUnsupported,
+      decline::kRmbeEyecatcher,  decline::kOptionUnsupported,  decline::kDifferentPrefix,
+      decline::kNoActiveLink,    decline::kSyncError,          decline::kPeerDeclined,
+      decline::kInternalError,   decline::kRtokenError,        decline::kProtocolError,
+      decline::kHandshakeTimeout};
+  for (uint32_t code : codes) {
+    EXPECT_FALSE(decline_reason(code).empty()) << std::hex << code;
+    EXPECT_NE(decline_reason(code), "unknown") << std::hex << code;
+  }
+  EXPECT_EQ(decline_reason(0x12345678), "unknown");
+  EXPECT_EQ(decline_reason(0), "unknown");
+}
+
+TEST(ClcStrings, DecodeErrors) {
+  for (auto e : {DecodeError::kNone, DecodeError::kTooShort, DecodeError::kBadEyecatcher,
+                 DecodeError::kBadType, DecodeError::kBadLength, DecodeError::kBadVersion,
+                 DecodeError::kBadField, DecodeError::kReservedValue}) {
+    EXPECT_FALSE(to_string(e).empty());
+  }
+  EXPECT_NE(to_string(DecodeError::kTooShort), to_string(DecodeError::kBadLength));
+}
+
+}  // namespace
+}  // namespace smcr::clc
