@@ -325,7 +325,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       }
       continue;
     }
-    if (peer_lost_ && !done) {
+    if (peer_lost_ && !peer_done_ && !done) {
       if (!reset_reported_) {
         reset_reported_ = true;
         errno = ECONNRESET;
@@ -616,7 +616,7 @@ void Connection::on_link_failure() {
   SMCR_LOG(1, "conn %08x: link failed in %s", local_token_, to_string(state_));
   // Like a TCP peer that vanished: data already in our RMBE stays readable,
   // then calls fail with ECONNRESET. After our own C there is nothing to report.
-  if (!sent_close_ && !sent_abort_) {
+  if (!sent_close_ && !sent_abort_ && !peer_closed_) {
     peer_lost_ = true;
     counters().aborts.fetch_add(1, std::memory_order_relaxed);
   }

@@ -94,6 +94,10 @@ std::string format_counters() {
 void write_stats_file() {
   const char* dir = getenv("SMCR_STATS_DIR");
   if (!dir || !*dir) return;
+  Counters& c = counters();
+  uint64_t activity = c.smc_active + c.smc_passive;
+  for (auto& f : c.fallback) activity += f;
+  if (activity == 0) return;  // e.g. a wrapper process that never used TCP
   char path[512];
   snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
   char tmp[520];

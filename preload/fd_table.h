@@ -14,6 +14,7 @@ enum FdKind : uint8_t {
   kFdUnknown = 0,
   kFdTcp = 1,          // AF_INET/AF_INET6 stream socket created through us
   kFdSmcListener = 2,  // listener opted in to SMC-R
+  kFdListenerNoBpf = 3,  // listener that could not opt in: the eBPF program is not loaded
 };
 
 class FdTable {

@@ -234,8 +234,10 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
 
 int listen(int fd, int backlog) {
   REAL(listen);
-  if (fd_table().kind(fd) == smcr::preload::kFdTcp && smcr::bpfopt::opt_in(fd))
-    fd_table().set_kind(fd, smcr::preload::kFdSmcListener);
+  if (fd_table().kind(fd) == smcr::preload::kFdTcp) {
+    bool opted = smcr::bpfopt::opt_in(fd);
+    fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
+  }
   return real_listen(fd, backlog);
 }
 
@@ -243,7 +245,10 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   REAL(accept4);
   for (;;) {
     int nfd = real_accept4(fd, addr, len, flags);
-    if (nfd < 0 || fd_table().kind(fd) != smcr::preload::kFdSmcListener) return nfd;
+    if (nfd < 0) return nfd;
+    uint8_t kind = fd_table().kind(fd);
+    if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+    if (kind != smcr::preload::kFdSmcListener) return nfd;
     fd_table().set_kind(nfd, smcr::preload::kFdTcp);
     if (after_tcp_established(nfd, false) == 0) return nfd;
     // Reset during CLC: that connection is gone; offer the next one.

@@ -38,7 +38,7 @@ struct Options {
   bool nonblock_connect = false;
   int max_conns = 0;
   std::string ready_file;
-  bool decline = false;
+  std::string banner;  // client: bytes the server sends first (a non-SMC peer's greeting)
 };
 
 [[noreturn]] void die(const char* what) {
@@ -240,7 +240,7 @@ void read_tcp_info(int fd, Result* r) {
   struct tcp_info ti{};
   socklen_t l = sizeof ti;
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0) {
-    r->tcp_acked = ti.tcpi_bytes_acked;
+    r->tcp_acked = ti.tcpi_bytes_sent;
     r->tcp_received = ti.tcpi_bytes_received;
   }
 }
@@ -251,6 +251,20 @@ Result run_echo(const Options& o, int idx) {
   if (fd < 0) {
     r.error = std::string("connect: ") + strerror(errno);
     return r;
+  }
+  if (!o.banner.empty()) {
+    std::string got(o.banner.size(), '\0');
+    size_t have = 0;
+    while (have < got.size()) {
+      ssize_t k = read(fd, &got[have], got.size() - have);
+      if (k <= 0) break;
+      have += static_cast<size_t>(k);
+    }
+    if (got != o.banner) {
+      r.error = "banner mismatch: got '" + got.substr(0, have) + "'";
+      close(fd);
+      return r;
+    }
   }
   smcr::test::Sha256 hs, hr;
   std::thread writer([&] {
@@ -342,7 +356,7 @@ int client(const Options& o) {
               (unsigned long long)r.sent, (unsigned long long)r.received, r.sha_sent.c_str(),
               r.sha_received.c_str());
   }
-  printf("conns=%d ok=%d payload_bytes=%llu tcp_bytes_acked=%llu tcp_bytes_received=%llu sha=%s\n", o.conns, ok,
+  printf("conns=%d ok=%d payload_bytes=%llu tcp_bytes_sent=%llu tcp_bytes_received=%llu sha=%s\n", o.conns, ok,
          (unsigned long long)bytes, (unsigned long long)acked, (unsigned long long)rcvd,
          results.empty() ? "" : results[0].sha_received.c_str());
   return ok == o.conns ? 0 : 1;
@@ -382,6 +396,7 @@ int main(int argc, char** argv) {
     else if (a == "--nonblock-connect") o.nonblock_connect = true;
     else if (a == "--max-conns") o.max_conns = atoi(next());
     else if (a == "--ready-file") o.ready_file = next();
+    else if (a == "--banner") o.banner = next();
     else {
       fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages smcr needs to build, test, demo and bench.
+# Idempotent: runs `apt-get update` and `apt-get install` only when something
+# is missing. Needs root (or sudo) when it has to install anything.
+# Also stops and disables the redis-server system service if apt started it
+# (it would hold port 6379; our tests and demo start their own servers).
+#   usage: scripts/install-deps.sh
+set -euo pipefail
+
+PKGS=(
+  build-essential g++ cmake pkg-config
+  libbpf-dev bpftool clang-14 llvm-14 libelf-dev zlib1g-dev
+  libibverbs-dev librdmacm-dev libabsl-dev
+  libgtest-dev googletest
+  redis-server redis-tools sockperf
+  python3 iproute2 procps
+)
+
+export DEBIAN_FRONTEND=noninteractive
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=(sudo -E); fi
+fi
+
+installed() {  # installed pkg : true if dpkg has it fully installed
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+missing=()
+for p in "${PKGS[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: missing: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ] && [ ${#SUDO[@]} -eq 0 ]; then
+    echo "install-deps: not root and no sudo; install them by hand" >&2
+    exit 1
+  fi
+  "${SUDO[@]}" apt-get update -qq
+  # Check every name exists in the archive before installing, so that the
+  # error names the package instead of failing the whole transaction vaguely.
+  unknown=()
+  for p in "${missing[@]}"; do
+    cand=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+    if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then unknown+=("$p"); fi
+  done
+  if ((${#unknown[@]})); then
+    echo "install-deps: not available from the configured apt sources: ${unknown[*]}" >&2
+    exit 1
+  fi
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # apt starts redis-server as a service on install: it would hold port 6379.
+  if installed redis-server; then
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      "${SUDO[@]}" systemctl stop redis-server >/dev/null 2>&1 || true
+      "${SUDO[@]}" systemctl disable redis-server >/dev/null 2>&1 || true
+    elif command -v service >/dev/null 2>&1; then
+      "${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+    fi
+    command -v update-rc.d >/dev/null 2>&1 && { "${SUDO[@]}" update-rc.d redis-server disable >/dev/null 2>&1 || true; }
+  fi
+  echo "install-deps: installed ${#missing[@]} package(s)"
+else
+  echo "install-deps: all ${#PKGS[@]} packages present"
+fi
+
+# Even when nothing was installed now, a system redis may be running from an
+# earlier install; stop it if it is the packaged service (never a test's own).
+if [ -f /run/redis/redis-server.pid ] && kill -0 "$(cat /run/redis/redis-server.pid)" 2>/dev/null; then
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    "${SUDO[@]}" systemctl stop redis-server >/dev/null 2>&1 || true
+  elif command -v service >/dev/null 2>&1; then
+    "${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+  fi
+fi
+exit 0

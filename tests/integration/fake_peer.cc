@@ -1,0 +1,203 @@
+// A deliberately misbehaving SMC-R peer for the fallback tests. It opts its
+// socket in through the eBPF program (so the TCP option handshake says
+// "both SMC-R"), then speaks broken or declining CLC, and afterwards behaves
+// as a plain TCP echo peer so the test can prove the application's bytes
+// arrived intact. It never runs under the shim.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bpf/option.h"
+#include "core/clc.h"
+
+namespace {
+
+using namespace smcr;
+
+[[noreturn]] void die(const char* what) {
+  fprintf(stderr, "fake_peer: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+bool read_exact(int fd, uint8_t* p, size_t n, int timeout_ms = 10000) {
+  while (n > 0) {
+    pollfd pf{fd, POLLIN, 0};
+    if (poll(&pf, 1, timeout_ms) <= 0) return false;
+    ssize_t k = read(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// Reads one CLC message (header, then the rest by its length).
+std::vector<uint8_t> read_clc(int fd) {
+  std::vector<uint8_t> m(clc::kHeaderLen);
+  if (!read_exact(fd, m.data(), m.size())) return {};
+  auto h = clc::decode_header(m);
+  if (!h) return {};
+  m.resize(h->length);
+  if (!read_exact(fd, m.data() + clc::kHeaderLen, h->length - clc::kHeaderLen)) return {};
+  return m;
+}
+
+void echo_until_eof(int fd) {
+  char buf[65536];
+  for (;;) {
+    ssize_t k = read(fd, buf, sizeof buf);
+    if (k <= 0) break;
+    if (!write_all(fd, buf, static_cast<size_t>(k))) break;
+  }
+}
+
+clc::Decline make_decline(uint32_t code) {
+  clc::Decline d;
+  d.peer_id = {0x12, 0x34, 0x02, 0, 0, 0, 0, 0x0B};
+  d.diagnosis = code;
+  return d;
+}
+
+int serve(int port, const std::string& behaviour, int count) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (!bpfopt::opt_in(lfd)) die("opt_in (is the eBPF program loaded?)");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 16) != 0) die("bind/listen");
+  for (int i = 0; i < count; ++i) {
+    int fd = accept(lfd, nullptr, nullptr);
+    if (fd < 0) die("accept");
+    auto res = bpfopt::read_result(fd);
+    fprintf(stderr, "fake_peer: accepted, option result %s\n", bpfopt::to_string(res));
+    std::vector<uint8_t> prop = read_clc(fd);
+    if (prop.empty() || prop[4] != 1) {
+      fprintf(stderr, "fake_peer: no Proposal from the client\n");
+      close(fd);
+      continue;
+    }
+    if (behaviour == "decline") {
+      write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcRDevice)).data(), 28);
+      echo_until_eof(fd);
+    } else if (behaviour == "garbage") {
+      const char banner[] = "NOT-SMC-BANNER\n";
+      write_all(fd, banner, sizeof banner - 1);
+      echo_until_eof(fd);
+    } else if (behaviour == "reserved-mtu") {
+      clc::AcceptConfirm acc;
+      acc.type = clc::Type::kAccept;
+      acc.first_contact = true;
+      acc.qpn = 0x108;
+      acc.rmbe_index = 1;
+      acc.rmbe_size_code = 2;
+      acc.mtu_code = 3;
+      auto bytes = clc::encode(acc);
+      bytes[50] = 0x27;  // MTU code 7: reserved
+      write_all(fd, bytes.data(), bytes.size());
+      std::vector<uint8_t> reply = read_clc(fd);
+      bool declined = reply.size() == clc::kDeclineLen && reply[4] == 4;
+      fprintf(stderr, "fake_peer: client answered the reserved MTU with %s\n", declined ? "a Decline" : "something else");
+      if (!declined) {
+        close(fd);
+        return 1;
+      }
+      echo_until_eof(fd);
+    } else if (behaviour == "silent") {
+      pause();
+    } else {
+      fprintf(stderr, "fake_peer: unknown behaviour %s\n", behaviour.c_str());
+      return 2;
+    }
+    close(fd);
+  }
+  return 0;
+}
+
+// Client roles: connect opted in, misbehave, then check the echo.
+int client(int port, const std::string& behaviour) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (!bpfopt::opt_in(fd)) die("opt_in (is the eBPF program loaded?)");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect");
+  fprintf(stderr, "fake_peer: connected, option result %s\n", bpfopt::to_string(bpfopt::read_result(fd)));
+  std::string payload = "application bytes that must arrive intact\n";
+  if (behaviour == "garbage") {
+    payload = "GET / HTTP/1.0\r\n\r\n" + payload;  // not CLC: the server must treat it as data
+  } else if (behaviour == "decline") {
+    // Like a Linux client without a usable device: Decline instead of a Proposal.
+    write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcDevice)).data(), 28);
+  } else if (behaviour == "malformed") {
+    clc::Proposal p;
+    p.ipv4_subnet = 0x7f000000;
+    p.ipv4_prefix_len = 8;
+    auto bytes = clc::encode(p);
+    bytes[bytes.size() - 1] ^= 0xFF;  // bad trailing eyecatcher
+    write_all(fd, bytes.data(), bytes.size());
+    std::vector<uint8_t> reply = read_clc(fd);
+    bool declined = reply.size() == clc::kDeclineLen && reply[4] == 4;
+    fprintf(stderr, "fake_peer: server answered the malformed Proposal with %s\n", declined ? "a Decline" : "something else");
+    if (!declined) return 1;
+  } else {
+    fprintf(stderr, "fake_peer: unknown behaviour %s\n", behaviour.c_str());
+    return 2;
+  }
+  write_all(fd, payload.data(), payload.size());
+  shutdown(fd, SHUT_WR);
+  std::string echoed;
+  char buf[4096];
+  for (;;) {
+    ssize_t k = read(fd, buf, sizeof buf);
+    if (k <= 0) break;
+    echoed.append(buf, static_cast<size_t>(k));
+  }
+  close(fd);
+  if (echoed != payload) {
+    fprintf(stderr, "fake_peer: echo mismatch: sent %zu bytes, got %zu: '%s'\n", payload.size(), echoed.size(), echoed.c_str());
+    return 1;
+  }
+  printf("echo intact (%zu bytes)\n", echoed.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc < 4) {
+    fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
+                    "  server behaviours: decline garbage reserved-mtu silent\n"
+                    "  client behaviours: decline garbage malformed\n");
+    return 2;
+  }
+  std::string role = argv[1];
+  int port = atoi(argv[2]);
+  if (role == "server") return serve(port, argv[3], argc > 4 ? atoi(argv[4]) : 1);
+  return client(port, argv[3]);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The fallback matrix: every way SMC-R can fail to happen ends with the
+# application's bytes intact over TCP (or, for a silent peer, a bounded error).
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+FAKE="$SMCR_BUILD_DIR/tests/integration/fake_peer"
+
+start() {  # start "server command..." -> PORT, SPID
+  PORT=$(free_port)
+  reset_stats
+  bg "$@" --port "$PORT"
+  SPID=$BG_PID
+  wait_port "$PORT"
+}
+start_fake() {  # start_fake BEHAVIOUR
+  PORT=$(free_port)
+  reset_stats
+  bg "$FAKE" server "$PORT" "$1"
+  SPID=$BG_PID
+  wait_port "$PORT"
+}
+reap() { timeout 20 tail --pid="$SPID" -f /dev/null; kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; }
+
+# SMC-R client, plain server.
+start "$ECHO_TOOL" server --max-conns 1
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+check "SMC client -> plain server: data intact" [ "$(field ok "$OUT")" = 1 ]
+check "SMC client -> plain server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
+
+# Plain client, SMC-R server.
+start under_smc "$ECHO_TOOL" server --max-conns 1
+OUT=$(timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+check "plain client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
+check "plain client -> SMC server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
+
+# eBPF program not loaded (as seen by these processes: an empty pin directory).
+export SMCR_BPF_PIN_DIR="$TEST_TMP/no-pins"
+start under_smc "$ECHO_TOOL" server --max-conns 1
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+unset SMCR_BPF_PIN_DIR
+check "program not loaded: data intact" [ "$(field ok "$OUT")" = 1 ]
+check "program not loaded: both sides report bpf_not_loaded" [ "$(stat_sum fallback.bpf_not_loaded)" = 2 ]
+
+# The server declines.
+start_fake decline
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+check "server Declines: data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
+check "server Declines: counted as peer_declined" [ "$(stat_sum fallback.peer_declined)" = 1 ]
+
+# The server answers the Proposal with bytes that are not CLC.
+start_fake garbage
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K --banner $'NOT-SMC-BANNER\n'); reap
+check "server sends non-CLC bytes: they reach the app, then data intact" [ "$(field ok "$OUT")" = 1 ]
+check "server sends non-CLC bytes: counted as peer_not_clc" [ "$(stat_sum fallback.peer_not_clc)" = 1 ]
+
+# The server's Accept carries a reserved MTU: we Decline and fall back (RFC C.6).
+start_fake reserved-mtu
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K); reap
+check "reserved MTU in Accept: Decline, data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
+check "reserved MTU counted" [ "$(stat_sum fallback.reserved_value)" = 1 ]
+
+# A peer that never answers the Proposal: connect fails within the CLC timeout, no hang.
+start_fake silent
+t0=$(date +%s%N)
+OUT=$(SMCR_CLC_TIMEOUT_MS=500 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
+t1=$(date +%s%N)
+kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
+log "silent server: rc=$rc $OUT"
+check "silent server: client gets an error, not a hang" [ "$rc" = 1 ]
+check "silent server: within 5 s" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+check "silent server: counted as timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
+
+# Client-side misbehaviour against an SMC-R server (echo server under smc_run).
+for b in garbage decline malformed; do
+  start under_smc "$ECHO_TOOL" server --max-conns 1
+  OUT=$(timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
+  reap
+  log "client $b: $OUT"
+  check "client sends $b: server falls back, echo intact" [ "$rc" = 0 ]
+done
+check "server counted the three fallbacks" [ "$(stat_sum fallback_total)" -ge 1 ]
+
+finish

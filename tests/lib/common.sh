@@ -1,0 +1,87 @@
+# Shared helpers for the shell-driven integration tests (sourced).
+# Environment (set by ctest, see tests/*/CMakeLists.txt):
+#   SMCR_BUILD_DIR   build tree (libsmcr_preload.so, smcr_ctl, echo_tool)
+#   SMCR_SOURCE_DIR  source tree
+set -u
+
+: "${SMCR_BUILD_DIR:?}"
+: "${SMCR_SOURCE_DIR:?}"
+SMCR_PRELOAD="$SMCR_BUILD_DIR/preload/libsmcr_preload.so"
+SMCR_CTL="$SMCR_BUILD_DIR/bpf/smcr_ctl"
+ECHO_TOOL="$SMCR_BUILD_DIR/tests/integration/echo_tool"
+SMC_RUN="$SMCR_SOURCE_DIR/scripts/smc_run"
+
+TEST_TMP=$(mktemp -d /tmp/smcr-test.XXXXXX)
+STATS_DIR="$TEST_TMP/stats"
+mkdir -p "$STATS_DIR"
+_PIDS=()
+_FAILS=0
+_CHECKS=0
+
+cleanup() {
+  for p in "${_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TEST_TMP"
+}
+trap cleanup EXIT
+
+log() { printf '[%s] %s\n' "$(basename "$0" .sh)" "$*"; }
+
+# Exit code 77 = skipped (ctest SKIP_RETURN_CODE), with the reason printed.
+skip() { log "SKIP: $*"; exit 77; }
+
+check() {  # check "description" command...
+  local what=$1; shift
+  _CHECKS=$((_CHECKS + 1))
+  if "$@"; then log "ok: $what"; else log "FAIL: $what"; _FAILS=$((_FAILS + 1)); fi
+}
+
+finish() {
+  log "$_CHECKS checks, $_FAILS failed"
+  [ "$_CHECKS" -gt 0 ] || { log "FAIL: no checks ran"; exit 1; }
+  [ "$_FAILS" -eq 0 ]
+}
+
+# The eBPF program must be loaded (root only); otherwise SMC-R cannot happen.
+require_bpf() {
+  [ "$(id -u)" -eq 0 ] || skip "loading the eBPF program needs root"
+  "$SMCR_CTL" status >/dev/null 2>&1 || "$SMCR_CTL" load >/dev/null || { log "FAIL: smcr_ctl load"; exit 1; }
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Runs a command under the shim with per-test stats and optional debug.
+under_smc() {
+  SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$STATS_DIR" "$@"
+}
+
+bg() {  # bg command... : start in background, remember pid in BG_PID
+  "$@" &
+  BG_PID=$!
+  _PIDS+=("$BG_PID")
+}
+
+wait_file() {  # wait_file path [seconds]
+  local i=0 limit=$(( ${2:-10} * 20 ))
+  while [ ! -e "$1" ] && [ $i -lt $limit ]; do sleep 0.05; i=$((i + 1)); done
+  [ -e "$1" ]
+}
+
+wait_port() {  # wait_port port [seconds]
+  local i=0 limit=$(( ${2:-10} * 20 ))
+  # Looks at the listening socket without connecting (a probe connection
+  # would count against servers that serve a fixed number of connections).
+  while [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && [ $i -lt $limit ]; do sleep 0.05; i=$((i + 1)); done
+  [ $i -lt $limit ]
+}
+
+# Sum of one counter over every stats file written so far.
+stat_sum() {
+  cat "$STATS_DIR"/smcr-*.txt 2>/dev/null | awk -v k="$1" '$1 == k { s += $2 } END { printf "%.0f\n", s }'
+}
+reset_stats() { rm -f "$STATS_DIR"/smcr-*.txt; }
+
+# field=value extraction from echo_tool's summary line.
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
