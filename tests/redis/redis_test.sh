@@ -8,7 +8,8 @@
 # The connection count comes from the server itself (INFO total_connections_received).
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 
-if [ "${SMCR_SANITIZE:-0}" = 1 ]; then
+case "${SMCR_SANITIZE:-OFF}" in 1|ON|on|TRUE|true|YES|yes) sanitize=1 ;; *) sanitize=0 ;; esac
+if [ "$sanitize" = 1 ]; then
   skip "the shim is an ASan build; it cannot be LD_PRELOADed into non-ASan redis (run this test from the normal build)"
 fi
 for tool in redis-server redis-benchmark redis-cli; do

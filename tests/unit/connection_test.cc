@@ -1,0 +1,289 @@
+// One real connection (real sealed-memfd RMBs, a real SEQPACKET link, the
+// real engine thread) driven by the test acting as its peer: the test writes
+// into the connection's RMBE and sends raw CDC/LLC bytes, including hostile
+// ones, and checks what the application would see.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/cdc.h"
+#include "core/connection.h"
+#include "core/engine.h"
+#include "core/fabric_shm.h"
+#include "core/link_group.h"
+#include "core/llc.h"
+
+namespace smcr {
+namespace {
+
+constexpr uint32_t kRmbSize = 16384;
+constexpr uint32_t kLocalToken = 0xB001;
+constexpr uint32_t kPeerToken = 0xA001;
+
+class ConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int lk[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
+    peer_link_ = lk[1];
+    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &ours_));
+    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &peers_));
+    RemoteRmb peer_view;  // the peer's RMB as our connection writes it
+    ASSERT_TRUE(shm_map_remote(dup(peers_.handle), kRmbSize, &peer_view));
+    // What the peer (this test) sees of our RMB.
+    ASSERT_TRUE(shm_map_remote(dup(ours_.handle), kRmbSize, &our_rmb_as_peer_));
+    group_ = new LinkGroup(Role::kServer, {}, std::make_unique<ShmLink>(lk[0]), 1);
+    ConnectionSetup s;
+    s.group = group_;
+    s.rmb = ours_;
+    s.peer_rmb = peer_view;
+    s.local_token = kLocalToken;
+    s.peer_token = kPeerToken;
+    s.rmbe_base = 4;
+    s.tcp_fd = -1;
+    conn_ = Connection::create(s);
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    app_fd_ = sv[0];
+    int small = 1;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    conn_->attach_fds(sv[0], sv[1], /*nonblocking=*/true);
+    Engine::get().add_group(group_);
+  }
+  void TearDown() override {
+    conn_->app_close(true);
+    close(peer_link_);
+    shm_unmap_remote(&our_rmb_as_peer_);
+    shm_free_rmb(&peers_);
+  }
+
+  void send_cdc(uint16_t seq, cdc::Cursor prod, cdc::Cursor cons, cdc::Flags flags = {}) {
+    cdc::Message m;
+    m.seq = seq;
+    m.alert_token = kLocalToken;
+    m.producer = prod;
+    m.consumer = cons;
+    m.flags = flags;
+    auto b = cdc::encode(m);
+    ASSERT_EQ(send(peer_link_, b.data(), b.size(), 0), 44);
+  }
+  void send_raw(const void* p, size_t n) { ASSERT_EQ(send(peer_link_, p, n, 0), static_cast<ssize_t>(n)); }
+
+  // Data from the "peer" into our RMBE at [4, 4+n), then its CDC.
+  void peer_writes(const std::string& data, uint16_t seq) {
+    memcpy(our_rmb_as_peer_.addr + 4, data.data(), data.size());
+    send_cdc(seq, {0, static_cast<uint32_t>(4 + data.size())}, {0, 4});
+  }
+
+  // Waits (via the app fd's readiness, as an application would) and reads.
+  ssize_t read_app(std::string* out, int timeout_ms = 2000) {
+    pollfd p{app_fd_, POLLIN, 0};
+    poll(&p, 1, timeout_ms);
+    char buf[256];
+    iovec iov{buf, sizeof buf};
+    ssize_t n = conn_->recvv(&iov, 1, 0);
+    if (n > 0) out->assign(buf, static_cast<size_t>(n));
+    return n;
+  }
+
+  // The next CDC our connection sent to the peer (the test).
+  std::optional<cdc::Message> next_cdc(int timeout_ms = 2000) {
+    for (;;) {
+      pollfd p{peer_link_, POLLIN, 0};
+      if (poll(&p, 1, timeout_ms) <= 0) return std::nullopt;
+      uint8_t b[64];
+      ssize_t n = recv(peer_link_, b, sizeof b, 0);
+      if (n != 44) return std::nullopt;
+      if (b[0] == cdc::kType) return cdc::decode(std::span<const uint8_t>(b, 44));
+    }
+  }
+
+  void expect_reset() {
+    std::string s;
+    ssize_t n = read_app(&s);
+    EXPECT_EQ(n, -1);
+    EXPECT_EQ(errno, ECONNRESET);
+  }
+
+  LocalRmb ours_, peers_;
+  RemoteRmb our_rmb_as_peer_;
+  LinkGroup* group_ = nullptr;
+  Connection* conn_ = nullptr;
+  int peer_link_ = -1;
+  int app_fd_ = -1;
+};
+
+TEST_F(ConnectionTest, DeliversPeerDataAndSignalsReadiness) {
+  peer_writes("hello", 1);
+  std::string got;
+  EXPECT_EQ(read_app(&got), 5);
+  EXPECT_EQ(got, "hello");
+}
+
+TEST_F(ConnectionTest, SendsDataIntoPeerRmbeWithCdc) {
+  const char msg[] = "ping";
+  iovec iov{const_cast<char*>(msg), 4};
+  EXPECT_EQ(conn_->sendv(&iov, 1, 0), 4);
+  auto m = next_cdc();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->seq, 1);  // RFC: the first CDC carries sequence number 1
+  EXPECT_EQ(m->alert_token, kPeerToken);
+  EXPECT_EQ(m->producer, (cdc::Cursor{0, 8}));
+  EXPECT_EQ(memcmp(peers_.addr + 4, "ping", 4), 0);
+}
+
+TEST_F(ConnectionTest, WindowFullSetsWriterBlockedAndEagain) {
+  std::string big(kRmbSize, 'x');
+  iovec iov{big.data(), big.size()};
+  EXPECT_EQ(conn_->sendv(&iov, 1, 0), static_cast<ssize_t>(kRmbSize - 4));
+  auto m = next_cdc();
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->flags.writer_blocked);
+  EXPECT_EQ(m->producer, (cdc::Cursor{1, 4}));  // full window: wrap + 1, same offset
+  EXPECT_EQ(conn_->sendv(&iov, 1, 0), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  pollfd p{app_fd_, POLLOUT, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "app fd must not poll writable while the window is full";
+  // The peer consumes everything: writable again.
+  send_cdc(1, {0, 4}, {1, 4});
+  EXPECT_EQ(poll(&p, 1, 2000), 1);
+  EXPECT_GT(conn_->sendv(&iov, 1, 0), 0);
+}
+
+TEST_F(ConnectionTest, StaleSequenceNumberIsDiscarded) {
+  peer_writes("abc", 5);
+  send_cdc(4, {0, 4 + 100}, {0, 4});  // older: must not be processed
+  std::string got;
+  EXPECT_EQ(read_app(&got), 3);
+  EXPECT_EQ(conn_->bytes_readable(), 0u);
+}
+
+TEST_F(ConnectionTest, ProducerBeyondRmbeAborts) {
+  send_cdc(1, {0, kRmbSize + 10}, {0, 4});
+  expect_reset();
+  auto m = next_cdc();
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->flags.peer_conn_abort);
+}
+
+TEST_F(ConnectionTest, ProducerWritingPastTheWindowAborts) {
+  send_cdc(1, {2, 100}, {0, 4});  // two wraps ahead: more than the RMBE holds
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, ProducerMovingBackwardsAborts) {
+  peer_writes("abcdef", 1);
+  send_cdc(2, {0, 6}, {0, 4});
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, ConsumerBeyondOurProducerAborts) {
+  send_cdc(1, {0, 4}, {0, 500});  // we never wrote 496 bytes
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, ForgedTokenTouchesNothing) {
+  cdc::Message m;
+  m.seq = 1;
+  m.alert_token = 0xDEAD;
+  m.producer = {0, 1000};
+  auto b = cdc::encode(m);
+  send_raw(b.data(), b.size());
+  peer_writes("ok", 2);
+  std::string got;
+  EXPECT_EQ(read_app(&got), 2);
+  EXPECT_EQ(got, "ok");
+}
+
+TEST_F(ConnectionTest, UnknownMandatoryLlcTakesTheLinkDown) {
+  uint8_t msg[44] = {0x05, 44};
+  send_raw(msg, sizeof msg);
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, OptionalUnknownLlcIsDiscarded) {
+  uint8_t msg[44] = {0x85, 44};
+  send_raw(msg, sizeof msg);
+  peer_writes("still fine", 1);
+  std::string got;
+  EXPECT_EQ(read_app(&got), 10);
+}
+
+TEST_F(ConnectionTest, WrongSizeMessageTakesTheLinkDown) {
+  uint8_t msg[10] = {0xFE, 10};
+  send_raw(msg, sizeof msg);
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, TestLinkIsAnswered) {
+  llc::TestLink t;
+  for (int i = 0; i < 16; ++i) t.user_data[i] = static_cast<uint8_t>(i + 1);
+  auto b = llc::encode(t);
+  send_raw(b.data(), b.size());
+  pollfd p{peer_link_, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1);
+  uint8_t r[64];
+  ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
+  auto m = llc::decode(std::span<const uint8_t>(r, 44));
+  ASSERT_TRUE(m);
+  auto* reply = std::get_if<llc::TestLink>(&*m);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->reply);
+  EXPECT_EQ(reply->user_data, t.user_data);
+}
+
+TEST_F(ConnectionTest, OverwrittenEyecatcherAbortsOnRead) {
+  our_rmb_as_peer_.addr[0] = 0;
+  peer_writes("x", 1);
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, PeerDoneGivesEofAfterData) {
+  memcpy(our_rmb_as_peer_.addr + 4, "last", 4);
+  cdc::Flags f;
+  f.peer_done_writing = true;
+  send_cdc(1, {0, 8}, {0, 4}, f);
+  std::string got;
+  EXPECT_EQ(read_app(&got), 4);
+  EXPECT_EQ(read_app(&got), 0);
+  EXPECT_EQ(conn_->state(), CloseState::kAppCloseWait1);
+}
+
+TEST_F(ConnectionTest, PeerVanishingResetsAfterBufferedData) {
+  peer_writes("tail", 1);
+  std::string got;
+  pollfd p{app_fd_, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1);
+  close(peer_link_);
+  peer_link_ = -1;
+  // Wait for the engine to notice the hangup (the app fd hangs up too).
+  for (int i = 0; i < 200 && !(p.revents & POLLHUP); ++i) {
+    poll(&p, 1, 10);
+  }
+  EXPECT_EQ(read_app(&got), 4);
+  EXPECT_EQ(got, "tail");
+  expect_reset();
+}
+
+TEST_F(ConnectionTest, ReceiverSendsWindowUpdateWhenWriterBlocked) {
+  std::string data(1000, 'd');
+  memcpy(our_rmb_as_peer_.addr + 4, data.data(), data.size());
+  cdc::Flags f;
+  f.writer_blocked = true;
+  send_cdc(1, {0, 1004}, {0, 4}, f);
+  std::string got;
+  EXPECT_GT(read_app(&got), 0);
+  auto m = next_cdc();
+  ASSERT_TRUE(m) << "a blocked writer must get a consumer update (RFC 4.5.1 c)";
+  EXPECT_EQ(m->consumer.offset, 4u + static_cast<uint32_t>(got.size()));
+}
+
+}  // namespace
+}  // namespace smcr
