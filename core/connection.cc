@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -101,6 +102,7 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->peer_token_ = s.peer_token;
   c->tcp_fd_ = s.tcp_fd;
   c->active_ = s.active;
+  c->owner_pid_ = getpid();
   c->rx_prod_ = c->rx_cons_ = c->rx_cons_sent_ = c->rx_space_.initial();
   c->tx_prod_ = c->tx_cons_peer_ = c->tx_space_.initial();
   if (s.rmbe_base == 4) std::memcpy(c->rmb_.addr, kRmbeEyecatcher, 4);
@@ -160,7 +162,7 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
 
 void Connection::process_exit() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (app_closed_ || released_) return;
+  if (app_closed_ || released_ || owner_pid_ != getpid()) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }

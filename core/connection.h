@@ -15,6 +15,7 @@
 // See docs/ARCHITECTURE.md for why.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -108,6 +109,7 @@ class Connection {
 
   std::atomic<int> refs_{0};
   std::atomic<int> user_fds_{1};
+  pid_t owner_pid_ = 0;            // a forked child must not close its parent's connections
   bool linger_abort_ = false;
   std::mutex mu_;
   Connection* next_free_ = nullptr;

@@ -52,7 +52,7 @@ class FdTable {
   }
   uint8_t kind(int fd) {
     Entry* e = find(fd);
-    return e ? e->kind.load(std::memory_order_relaxed) : kFdUnknown;
+    return e ? e->kind.load(std::memory_order_relaxed) : static_cast<uint8_t>(kFdUnknown);
   }
   void set_kind(int fd, uint8_t k) {
     Entry* e = k == kFdUnknown ? find(fd) : find_or_create(fd);

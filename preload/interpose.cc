@@ -58,8 +58,42 @@ F resolve(const char* name) {
   return reinterpret_cast<F>(p);
 }
 
-#define REAL(name) \
-  static auto real_##name = resolve<decltype(&::name)>(#name)
+// libc's own entry points, resolved once at load time (a constructor) so that
+// no interposed call made later, e.g. from a signal handler, runs dlsym or a
+// static-initialisation guard. A call that arrives before the constructor
+// (another library's constructor) resolves lazily.
+#define SMCR_INTERPOSED(X)                                                                     \
+  X(socket) X(connect) X(listen) X(accept4) X(close) X(shutdown) X(read) X(write) X(readv)      \
+  X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
+  X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3)
+
+// libc marks some of these with attributes (nonnull, warn_unused_result) that
+// do not belong to the pointer type; that is fine here.
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+struct RealFunctions {
+#define SMCR_DECLARE(name) std::atomic<decltype(&::name)> name{nullptr};
+  SMCR_INTERPOSED(SMCR_DECLARE)
+#undef SMCR_DECLARE
+};
+RealFunctions g_real;
+
+template <typename F>
+F real_function(std::atomic<F>& slot, const char* name) {
+  F f = slot.load(std::memory_order_relaxed);
+  if (!f) {
+    f = resolve<F>(name);
+    slot.store(f, std::memory_order_relaxed);
+  }
+  return f;
+}
+
+__attribute__((constructor(101))) void resolve_all() {
+#define SMCR_RESOLVE(name) real_function(g_real.name, #name);
+  SMCR_INTERPOSED(SMCR_RESOLVE)
+#undef SMCR_RESOLVE
+}
+
+#define REAL(name) const auto real_##name = real_function(g_real.name, #name)
 
 bool enabled() {
   static const bool on = [] {
@@ -477,7 +511,6 @@ int dup(int fd) {
 
 int dup3(int oldfd, int newfd, int flags) {
   REAL(dup3);
-  REAL(close);
   if (oldfd == newfd) {
     errno = EINVAL;
     return -1;
