@@ -39,6 +39,14 @@ for size in 1 1M $BIG; do
 done
 check "SMC-R $BIG: engine counted the payload both ways" [ "$(stat_sum tx_bytes)" -ge $((2 * $(numfmt --from=iec $BIG))) ]
 
+if [ -n "$(ip -6 addr show dev lo 2>/dev/null | grep '::1')" ]; then
+  run_pair "IPv6" "--host ::1 --max-conns 1" "--host ::1 --bytes 4M"
+  check "SMC-R over IPv6 (::1) intact" [ "$(field ok "$OUT")" = 1 ]
+  check "IPv6 connection was SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+else
+  log "no ::1 on lo: IPv6 case not run"
+fi
+
 run_pair "100 connections" "--max-conns 100" "--bytes 64K --conns 100"
 check "100 concurrent SMC-R connections intact" [ "$(field ok "$OUT")" = 100 ]
 check "100 connections: all SMC-R on both sides" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]

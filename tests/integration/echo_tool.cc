@@ -73,16 +73,31 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
+// IPv4 or IPv6 literal address + port.
+socklen_t make_addr(const Options& o, sockaddr_storage* ss) {
+  memset(ss, 0, sizeof *ss);
+  if (o.host.find(':') != std::string::npos) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(ss);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(static_cast<uint16_t>(o.port));
+    if (inet_pton(AF_INET6, o.host.c_str(), &a6->sin6_addr) != 1) die("bad IPv6 address");
+    return sizeof *a6;
+  }
+  auto* a4 = reinterpret_cast<sockaddr_in*>(ss);
+  a4->sin_family = AF_INET;
+  a4->sin_port = htons(static_cast<uint16_t>(o.port));
+  if (inet_pton(AF_INET, o.host.c_str(), &a4->sin_addr) != 1) die("bad IPv4 address");
+  return sizeof *a4;
+}
+
 int make_listener(const Options& o) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_storage ss;
+  socklen_t len = make_addr(o, &ss);
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0);
   if (fd < 0) die("socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(o.port));
-  inet_pton(AF_INET, o.host.c_str(), &a.sin_addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind");
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) die("bind");
   if (listen(fd, 512) != 0) die("listen");
   if (!o.ready_file.empty()) {
     FILE* f = fopen(o.ready_file.c_str(), "w");
@@ -210,13 +225,11 @@ struct Result {
 };
 
 int dial(const Options& o) {
-  int fd = socket(AF_INET, SOCK_STREAM | (o.nonblock_connect ? SOCK_NONBLOCK : 0), 0);
+  sockaddr_storage ss;
+  socklen_t len = make_addr(o, &ss);
+  int fd = socket(ss.ss_family, SOCK_STREAM | (o.nonblock_connect ? SOCK_NONBLOCK : 0), 0);
   if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(o.port));
-  inet_pton(AF_INET, o.host.c_str(), &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     if (errno != EINPROGRESS) {
       close(fd);
       return -1;

@@ -18,8 +18,14 @@ _PIDS=()
 _FAILS=0
 _CHECKS=0
 
+kill_tree() {  # kill_tree PID: the process and all its descendants
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
+
 cleanup() {
-  for p in "${_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  for p in "${_PIDS[@]:-}"; do [ -n "$p" ] && kill_tree "$p"; done
   wait 2>/dev/null
   rm -rf "$TEST_TMP"
 }
@@ -75,6 +81,11 @@ wait_port() {  # wait_port port [seconds]
   # would count against servers that serve a fixed number of connections).
   while [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && [ $i -lt $limit ]; do sleep 0.05; i=$((i + 1)); done
   [ $i -lt $limit ]
+}
+
+# pid of the process listening on a TCP port (the real server, not a wrapper).
+listener_pid() {
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
 }
 
 # Sum of one counter over every stats file written so far.
