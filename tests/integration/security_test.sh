@@ -36,7 +36,7 @@ for _ in $(seq 100); do
 done
 check "the server holds an RMB memfd while a connection is open" [ -n "$rmb" ]
 if [ -n "$rmb" ]; then
-  check "root (the positive control) can read it through /proc" head -c 4 "/proc/$SPID/fd/$rmb" >/dev/null
+  check "root (the positive control) can read it through /proc" bash -c "head -c 4 /proc/$SPID/fd/$rmb >/dev/null"
   check "user nobody cannot open it" bash -c "! runuser -u nobody -- head -c 4 /proc/$SPID/fd/$rmb 2>/dev/null"
 fi
 kill_tree "$CPID"; kill "$SPID" 2>/dev/null
