@@ -125,7 +125,7 @@ int serve_echo(const Options& o) {
   std::map<int, EchoConn> conns;
   int accepted = 0, closed = 0;
   std::vector<uint8_t> buf(1 << 16);
-  uint32_t et = o.edge ? EPOLLET : 0;
+  uint32_t et = o.edge ? static_cast<uint32_t>(EPOLLET) : 0u;
   for (;;) {
     epoll_event evs[64];
     int n = epoll_wait(ep, evs, 64, -1);
