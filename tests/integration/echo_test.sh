@@ -63,4 +63,10 @@ run_pair "edge-triggered epoll + non-blocking connect" "--et --max-conns 4" "--b
 check "edge-triggered epoll server, non-blocking connect, small writes" [ "$(field ok "$OUT")" = 4 ]
 check "ET/non-blocking connections were SMC-R" [ "$(stat_sum smc_active)" = 4 ]
 
+for how in poll select; do
+  run_pair "$how" "--max-conns 2" "--bytes 2M --conns 2 --wait $how --chunk 3000"
+  check "client waiting with $how before every read: intact" [ "$(field ok "$OUT")" = 2 ]
+  check "$how connections were SMC-R" [ "$(stat_sum smc_active)" = 2 ]
+done
+
 finish

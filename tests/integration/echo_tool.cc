@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ struct Options {
   bool nonblock_connect = false;
   int max_conns = 0;
   std::string ready_file;
+  std::string wait = "none";  // client: wait with poll/select before each read
   std::string banner;  // client: bytes the server sends first (a non-SMC peer's greeting)
 };
 
@@ -258,6 +260,23 @@ void read_tcp_info(int fd, Result* r) {
   }
 }
 
+// The application's own readiness wait, as event loops do it.
+bool wait_readable(int fd, const std::string& how) {
+  if (how == "poll") {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 10000) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+  }
+  if (how == "select") {
+    if (fd >= FD_SETSIZE) return false;
+    fd_set rd;
+    FD_ZERO(&rd);
+    FD_SET(fd, &rd);
+    timeval tv{10, 0};
+    return select(fd + 1, &rd, nullptr, nullptr, &tv) == 1 && FD_ISSET(fd, &rd);
+  }
+  return true;
+}
+
 Result run_echo(const Options& o, int idx) {
   Result r;
   int fd = dial(o);
@@ -298,6 +317,10 @@ Result run_echo(const Options& o, int idx) {
   std::vector<uint8_t> buf(1 << 16);
   for (;;) {
     if (o.mode == "ping" && r.received == o.bytes) break;
+    if (!wait_readable(fd, o.wait)) {
+      r.error = "readiness wait failed or timed out (" + o.wait + ")";
+      break;
+    }
     ssize_t k = read(fd, buf.data(), buf.size());
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) {
@@ -410,6 +433,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-conns") o.max_conns = atoi(next());
     else if (a == "--ready-file") o.ready_file = next();
     else if (a == "--banner") o.banner = next();
+    else if (a == "--wait") o.wait = next();
     else {
       fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
