@@ -196,6 +196,11 @@ void shm_free_rmb(LocalRmb* rmb) {
   rmb->handle = -1;
 }
 
+void shm_release_handle(LocalRmb* rmb) {
+  if (rmb->handle >= 0) sys::close(rmb->handle);
+  rmb->handle = -1;
+}
+
 bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
   struct stat st;
   int seals = sys::fcntl(memfd, F_GET_SEALS);

@@ -256,10 +256,11 @@ const HandshakeConfig& handshake_config() {
   return cfg;
 }
 
-HandshakeOutcome clc_client(int fd) {
+HandshakeOutcome clc_client(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
+  if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
 
   clc::Proposal prop;
   prop.peer_id = id.peer_id;
@@ -308,6 +309,7 @@ HandshakeOutcome clc_client(int fd) {
   int server_rmb_fd = -1;
   std::unique_ptr<ShmLink> link = shm_connect(acc->gid, hello, local.rmb.handle, deadline, &server_rmb_fd);
   if (!link) return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
+  shm_release_handle(&local.rmb);  // the server holds its own reference now
   RemoteRmb peer;
   peer.rkey = acc->rmb_rkey;
   peer.vaddr = acc->rmb_vaddr;
@@ -395,7 +397,7 @@ HandshakeOutcome clc_client(int fd) {
   }
 }
 
-HandshakeOutcome clc_server(int fd) {
+HandshakeOutcome clc_server(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
@@ -411,6 +413,7 @@ HandshakeOutcome clc_server(int fd) {
     SMCR_LOG(1, "CLC: bad Proposal: %.*s", static_cast<int>(clc::to_string(err).size()), clc::to_string(err).data());
     return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
   }
+  if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
   if (!shm_gid_is_local(prop->gid)) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
   if (!Engine::get().serve_shm_rendezvous())
@@ -456,6 +459,7 @@ HandshakeOutcome clc_server(int fd) {
   if (!rv.wait_arrival(qpn, deadline, &arrived))
     return decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
   auto link = std::make_unique<ShmLink>(arrived.link_fd);
+  shm_release_handle(&local.rmb);  // passed to the client; the mapping stays
   auto peer_size = rmb::decode_size(conf->rmbe_size_code);
   if (arrived.hello.client_qpn != conf->qpn || arrived.hello.client_rkey != conf->rmb_rkey ||
       arrived.hello.client_vaddr != conf->rmb_vaddr || !peer_size || *peer_size != arrived.hello.client_rmb_size ||

@@ -31,7 +31,10 @@ struct HandshakeConfig {
 // From SMCR_CLC_TIMEOUT_MS, SMCR_RMB_SIZE (validated; logged when ignored).
 const HandshakeConfig& handshake_config();
 
-HandshakeOutcome clc_client(int tcp_fd);
-HandshakeOutcome clc_server(int tcp_fd);
+// have_resources=false: the caller could not reserve what an SMC-R connection
+// needs (e.g. fds); we Decline at once instead of committing (RFC C.1 allows a
+// Decline in place of any expected message) and both ends stay on TCP.
+HandshakeOutcome clc_client(int tcp_fd, bool have_resources = true);
+HandshakeOutcome clc_server(int tcp_fd, bool have_resources = true);
 
 }  // namespace smcr

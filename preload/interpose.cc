@@ -114,30 +114,45 @@ struct ConnRef {
   Connection* operator->() const { return c; }
 };
 
+// What taking over an fd needs, reserved before the CLC handshake commits to
+// SMC-R: the readiness socketpair and a second number for the TCP socket.
+// Without them (EMFILE) we Decline up front and stay on TCP.
+struct Reserved {
+  int app_end = -1, engine_end = -1, tcp = -1;
+  bool ok() const { return tcp >= 0; }
+  void release() {
+    for (int fd : {app_end, engine_end, tcp})
+      if (fd >= 0) smcr::sys::close(fd);
+    app_end = engine_end = tcp = -1;
+  }
+};
+
+Reserved reserve(int fd) {
+  Reserved r;
+  int sv[2];
+  if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return r;
+  r.app_end = sv[0];
+  r.engine_end = sv[1];
+  r.tcp = smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (r.tcp < 0) r.release();
+  return r;
+}
+
 // Replaces the TCP socket at `fd` with the readiness socket of `c`; the TCP
-// socket lives on at another number (it still carries FIN/RST).
-bool install(int fd, Connection* c) {
+// socket lives on at the reserved number (it still carries FIN/RST).
+void install(int fd, Connection* c, const Reserved& r) {
   int status = smcr::sys::fcntl(fd, F_GETFL);
   int fdflags = smcr::sys::fcntl(fd, F_GETFD);
-  int sv[2];
-  if (status < 0 || smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
-  int tcp = smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (tcp < 0) {
-    smcr::sys::close(sv[0]);
-    smcr::sys::close(sv[1]);
-    return false;
-  }
   // A tiny send buffer on the app end: the writer can make it unwritable
   // with a few bytes when the peer's window is full.
   int small = 1;
-  smcr::sys::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-  if (status & O_NONBLOCK) smcr::sys::fcntl(sv[0], F_SETFL, O_NONBLOCK);
-  c->set_tcp_fd(tcp);
-  c->attach_fds(sv[0], sv[1], status & O_NONBLOCK);
+  smcr::sys::setsockopt(r.app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  if (status & O_NONBLOCK) smcr::sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
+  c->set_tcp_fd(r.tcp);
+  c->attach_fds(r.app_end, r.engine_end, status & O_NONBLOCK);
   Connection* old = fd_table().set(fd, c);
   if (old) old->unref();
-  smcr::sys::dup3(sv[0], fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-  return true;
+  smcr::sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 }
 
 // Makes `fd` fail like a reset TCP connection: RST to the peer, and the
@@ -168,15 +183,13 @@ int after_tcp_established(int fd, bool client) {
     SMCR_LOG(1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));
     return 0;
   }
-  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd) : smcr::clc_server(fd);
+  Reserved res = reserve(fd);
+  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, res.ok()) : smcr::clc_server(fd, res.ok());
+  if (o.kind != smcr::HandshakeOutcome::Kind::kSmc) res.release();
   switch (o.kind) {
     case smcr::HandshakeOutcome::Kind::kSmc:
-      if (install(fd, o.conn)) return 0;
-      // Could not take over the fd: the peer believes in SMC-R, so reset.
-      o.conn->app_close(true);
-      reset_socket(fd);
-      errno = ECONNRESET;
-      return -1;
+      install(fd, o.conn, res);
+      return 0;
     case smcr::HandshakeOutcome::Kind::kFallback:
       smcr::count_fallback(o.reason);
       SMCR_LOG(1, "fd %d: TCP fallback (%s, diagnosis %08x)", fd, smcr::fallback_name(o.reason), o.diagnosis);
