@@ -219,6 +219,7 @@ void Engine::loop() {
         delete *it;
         group_watches.erase(it);
       }
+      g->terminate();
       delete g;  // closes the link
     }
   }

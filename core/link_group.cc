@@ -96,7 +96,10 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
     return;
   }
   if (auto* d = std::get_if<llc::DeleteLink>(&*m)) {
-    SMCR_LOG(1, "link: DELETE LINK (all=%d reason %08x) from peer", d->all_links, d->reason_code);
+    // A server ending the group after its last connection: every connection
+    // on it has already exchanged C, so this only takes the link down.
+    SMCR_LOG(1, "link: DELETE LINK (all=%d orderly=%d reason %08x) from peer", d->all_links, d->orderly,
+             d->reason_code);
     on_link_failure();
     return;
   }
@@ -111,6 +114,15 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
     return;
   }
   SMCR_LOG(2, "link: LLC type %02x ignored", msg[0]);
+}
+
+void LinkGroup::terminate() {
+  if (role_ != Role::kServer || failed_.load()) return;
+  llc::DeleteLink d;
+  d.all_links = true;
+  d.orderly = true;
+  d.reason_code = llc::DeleteLink::kReasonInactivity;
+  if (link_->post_message(llc::encode(d))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LinkGroup::on_link_failure() {

@@ -36,6 +36,9 @@ class LinkGroup {
   void dispatch(std::span<const uint8_t> msg);
   // Engine thread: the link failed; abort every connection on it.
   void on_link_failure();
+  // Engine thread, last connection gone: the server ends the group with
+  // DELETE LINK (all links, orderly) before the link is closed (RFC 3.5.4).
+  void terminate();
   bool failed() const { return failed_.load(); }
 
  private:
