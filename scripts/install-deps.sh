@@ -9,7 +9,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential g++ cmake pkg-config
-  libbpf-dev bpftool clang-14 llvm-14 libelf-dev zlib1g-dev
+  libbpf-dev bpftool clang-14 llvm-14 libclang-rt-14-dev libelf-dev zlib1g-dev
   libibverbs-dev librdmacm-dev libabsl-dev
   libgtest-dev googletest
   redis-server redis-tools sockperf
