@@ -234,6 +234,33 @@ struct RmbGuard {
 
 bool same_id(const clc::Gid& a, const clc::Gid& b) { return a == b; }
 
+// The handshake succeeded: the link becomes a link group, the RMBs a
+// connection, and the engine starts watching the link.
+HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_ptr<Link> link, uint8_t link_num,
+                           LocalRmb* rmb, const RemoteRmb& peer_rmb, uint32_t local_token, uint32_t peer_token,
+                           int tcp_fd) {
+  const char* fabric = link->fabric_name();
+  auto* group = new LinkGroup(role, peer_id, std::move(link), link_num);
+  ConnectionSetup s;
+  s.group = group;
+  s.rmb = *rmb;
+  s.peer_rmb = peer_rmb;
+  s.local_token = local_token;
+  s.peer_token = peer_token;
+  s.rmbe_base = 4;
+  s.tcp_fd = tcp_fd;
+  s.active = role == Role::kClient;
+  *rmb = LocalRmb{};  // owned by the connection now
+  HandshakeOutcome o;
+  o.kind = HandshakeOutcome::Kind::kSmc;
+  o.conn = Connection::create(s);
+  Engine::get().add_group(group);
+  (s.active ? counters().smc_active : counters().smc_passive).fetch_add(1);
+  SMCR_LOG(1, "CLC: %s SMC-R over %s (token %08x, RMB %u, peer RMB %u)", s.active ? "client" : "server", fabric,
+           local_token, s.rmb.size, peer_rmb.size);
+  return o;
+}
+
 }  // namespace
 
 const HandshakeConfig& handshake_config() {
@@ -376,24 +403,8 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
     }
     counters().llc_received.fetch_add(1);
     counters().llc_sent.fetch_add(1);
-    auto* group = new LinkGroup(Role::kClient, acc->peer_id, std::move(link), cl->link_num);
-    ConnectionSetup s;
-    s.group = group;
-    s.rmb = local.rmb;
-    s.peer_rmb = peer;
-    s.local_token = conf.rmbe_alert_token;
-    s.peer_token = acc->rmbe_alert_token;
-    s.rmbe_base = 4;
-    s.tcp_fd = fd;
-    s.active = true;
-    local.rmb = LocalRmb{};  // owned by the connection now
-    HandshakeOutcome o;
-    o.kind = HandshakeOutcome::Kind::kSmc;
-    o.conn = Connection::create(s);
-    Engine::get().add_group(group);
-    counters().smc_active.fetch_add(1);
-    SMCR_LOG(1, "CLC: client SMC-R over shm (token %08x, RMB %u/%u)", s.local_token, s.rmb.size, peer.size);
-    return o;
+    return establish(Role::kClient, acc->peer_id, std::move(link), cl->link_num, &local.rmb, peer,
+                     conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
   }
 }
 
@@ -498,24 +509,8 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
     return terminate(Fallback::kProtocolError, ECONNRESET);
   }
   counters().llc_received.fetch_add(1);
-  auto* group = new LinkGroup(Role::kServer, prop->peer_id, std::move(link), 1);
-  ConnectionSetup s;
-  s.group = group;
-  s.rmb = local.rmb;
-  s.peer_rmb = peer;
-  s.local_token = acc.rmbe_alert_token;
-  s.peer_token = conf->rmbe_alert_token;
-  s.rmbe_base = 4;
-  s.tcp_fd = fd;
-  s.active = false;
-  local.rmb = LocalRmb{};
-  HandshakeOutcome o;
-  o.kind = HandshakeOutcome::Kind::kSmc;
-  o.conn = Connection::create(s);
-  Engine::get().add_group(group);
-  counters().smc_passive.fetch_add(1);
-  SMCR_LOG(1, "CLC: server SMC-R over shm (token %08x)", s.local_token);
-  return o;
+  return establish(Role::kServer, prop->peer_id, std::move(link), 1, &local.rmb, peer, acc.rmbe_alert_token,
+                   conf->rmbe_alert_token, fd);
 }
 
 }  // namespace smcr

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/hex.h"
+
 #include <cctype>
 #include <string_view>
 #include <vector>
@@ -11,23 +13,7 @@
 namespace smcr::clc {
 namespace {
 
-std::vector<uint8_t> hex(std::string_view text) {
-  std::vector<uint8_t> out;
-  int high = -1;
-  for (char ch : text) {
-    if (!std::isxdigit(static_cast<unsigned char>(ch))) continue;
-    const int nibble = std::isdigit(static_cast<unsigned char>(ch))
-                           ? ch - '0'
-                           : std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10;
-    if (high < 0) {
-      high = nibble;
-    } else {
-      out.push_back(static_cast<uint8_t>(high << 4 | nibble));
-      high = -1;
-    }
-  }
-  return out;
-}
+using smcr::test::hex;
 
 template <size_t N>
 std::array<uint8_t, N> arr(std::string_view text) {

@@ -1,0 +1,1029 @@
+#include "core/fabric_verbs.h"
+
+#include <dirent.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "core/log.h"
+#include "core/sys.h"
+
+namespace smcr {
+
+static_assert(IBV_MTU_256 == 1 && IBV_MTU_4096 == 5, "ibv_mtu values are the RFC 7609 MTU codes");
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+// sysfs reads go through raw syscalls like the rest of core/: the engine lives
+// inside the LD_PRELOAD library that exports read/close itself.
+bool read_small_file(const std::string& path, std::string* out) {
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return false;
+  char buf[256];
+  ssize_t n;
+  do {
+    n = sys::read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  sys::close(fd);
+  if (n < 0) return false;
+  buf[n] = '\0';
+  out->assign(buf, static_cast<size_t>(n));
+  while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
+  return true;
+}
+
+bool parse_u64(const std::string& s, uint64_t* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = strtoull(s.c_str(), &end, 10);
+  if (errno != 0 || end == s.c_str() || *end != '\0') return false;
+  *v = x;
+  return true;
+}
+
+// "aa:bb:cc:dd:ee:ff" -> 6 bytes.
+bool parse_mac(const std::string& s, clc::Mac* mac) {
+  unsigned b[6];
+  char tail;
+  if (sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) (*mac)[i] = static_cast<uint8_t>(b[i]);
+  return true;
+}
+
+std::string gid_to_string(const clc::Gid& g) {
+  char buf[64];
+  int n = 0;
+  for (int i = 0; i < 16; i += 2) n += snprintf(buf + n, sizeof buf - n, "%s%02x%02x", i ? ":" : "", g[i], g[i + 1]);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string addr_to_string(const sockaddr* sa) {
+  char buf[64] = "?";
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    const auto* b = reinterpret_cast<const uint8_t*>(&in->sin_addr);
+    snprintf(buf, sizeof buf, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+  } else if (sa->sa_family == AF_INET6) {
+    clc::Gid g;
+    std::memcpy(g.data(), &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, 16);
+    return gid_to_string(g);
+  }
+  return buf;
+}
+
+// The RoCE v2 GID that carries `sa`: ::ffff:a.b.c.d for IPv4, the address
+// itself for IPv6 (a v4-mapped IPv6 address therefore maps to the same GID).
+bool gid_for_address(const sockaddr* sa, clc::Gid* gid) {
+  gid->fill(0);
+  if (sa->sa_family == AF_INET) {
+    (*gid)[10] = 0xff;
+    (*gid)[11] = 0xff;
+    std::memcpy(gid->data() + 12, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, 4);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6) {
+    std::memcpy(gid->data(), &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+std::optional<long> env_long(const char* name, long lo, long hi) {
+  const char* v = getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  long x = strtol(v, &end, 0);
+  if (errno != 0 || *end != '\0' || x < lo || x > hi) {
+    SMCR_LOG(1, "verbs: ignoring %s=%s (expected %ld..%ld)", name, v, lo, hi);
+    return std::nullopt;
+  }
+  return x;
+}
+
+uint32_t random_u32() {
+  uint32_t v = 0;
+  if (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = static_cast<uint32_t>(ts.tv_nsec) * 2654435761u ^ static_cast<uint32_t>(getpid());
+  }
+  return v;
+}
+
+size_t page_round(size_t n) {
+  long ps = sysconf(_SC_PAGESIZE);
+  size_t p = ps > 0 ? static_cast<size_t>(ps) : 4096;
+  return (n + p - 1) / p * p;
+}
+
+// Anonymous mappings are page-aligned and zeroed, which RMBs need (RFC 4.2:
+// the RMBE starts zeroed), and unmapping returns them to the kernel at once.
+uint8_t* map_zeroed(size_t len) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+void set_why(std::string* why, const std::string& s) {
+  if (why) *why = s;
+}
+
+std::string errstr(int e) { return std::string(strerror(e)); }
+
+// ---------------------------------------------------------------- device cache
+
+struct CachedDevice {
+  std::string name;
+  ibv_context* ctx = nullptr;
+};
+
+// Contexts are opened once per process and never closed: links and their
+// memory registrations hang off them, and a context is cheap to keep.
+struct DeviceCache {
+  std::mutex mu;
+  std::vector<CachedDevice> devices;
+  int64_t last_scan_ms = -1;
+  std::string scan_error;
+};
+
+DeviceCache& device_cache() {
+  static DeviceCache* c = new DeviceCache();
+  return *c;
+}
+
+// Opens devices not yet cached. Caller holds the cache mutex. Rescans are
+// rate-limited because a host without RDMA would otherwise rescan on every
+// connection.
+void scan_devices_locked(DeviceCache& c, bool force) {
+  int64_t now = sys::now_ms();
+  if (!force && c.last_scan_ms >= 0 && now - c.last_scan_ms < 1000) return;
+  c.last_scan_ms = now;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list) {
+    // ENOSYS: the kernel has no RDMA support at all (no uverbs class).
+    c.scan_error = errno == ENOSYS ? "" : " (ibv_get_device_list: " + errstr(errno) + ")";
+    return;
+  }
+  c.scan_error.clear();
+  for (int i = 0; i < n; ++i) {
+    const char* name = ibv_get_device_name(list[i]);
+    if (!name) continue;
+    bool known = std::any_of(c.devices.begin(), c.devices.end(), [&](const CachedDevice& d) { return d.name == name; });
+    if (known) continue;
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (!ctx) {
+      SMCR_LOG(1, "verbs: cannot open %s: %s", name, strerror(errno));
+      continue;
+    }
+    c.devices.push_back({name, ctx});
+  }
+  ibv_free_device_list(list);
+}
+
+struct GidEntry {
+  uint32_t index = 0;
+  uint32_t port = 0;
+  uint32_t type = 0;
+  clc::Gid gid{};
+};
+
+std::string sysfs_port_dir(const std::string& dev, unsigned port) {
+  return "/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port);
+}
+
+// The whole GID table of a device: one ioctl with ibv_query_gid_table, else
+// sysfs (kernels before 5.9 lack the ioctl).
+std::vector<GidEntry> gid_table(ibv_context* ctx, const std::string& dev, const ibv_device_attr& dattr) {
+  std::vector<GidEntry> out;
+  size_t total = 0;
+  std::vector<int> lens(dattr.phys_port_cnt + 1, 0);
+  for (unsigned p = 1; p <= dattr.phys_port_cnt; ++p) {
+    ibv_port_attr pa{};
+    if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) == 0) {
+      lens[p] = pa.gid_tbl_len;
+      total += static_cast<size_t>(pa.gid_tbl_len);
+    }
+  }
+  if (total == 0) return out;
+  std::vector<ibv_gid_entry> raw(total);
+  ssize_t n = ibv_query_gid_table(ctx, raw.data(), raw.size(), 0);
+  if (n >= 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      GidEntry e;
+      e.index = raw[i].gid_index;
+      e.port = raw[i].port_num;
+      e.type = raw[i].gid_type;
+      std::memcpy(e.gid.data(), raw[i].gid.raw, 16);
+      out.push_back(e);
+    }
+    return out;
+  }
+  for (unsigned p = 1; p <= dattr.phys_port_cnt; ++p) {
+    std::string dir = sysfs_port_dir(dev, p);
+    for (int i = 0; i < lens[p]; ++i) {
+      std::string type;
+      if (!read_small_file(dir + "/gid_attrs/types/" + std::to_string(i), &type)) continue;
+      ibv_gid g{};
+      if (ibv_query_gid(ctx, static_cast<uint8_t>(p), i, &g) != 0) continue;
+      GidEntry e;
+      e.index = static_cast<uint32_t>(i);
+      e.port = p;
+      // sysfs says "RoCE v2", "IB/RoCE v1"
+      e.type = type == "RoCE v2" ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+      std::memcpy(e.gid.data(), g.raw, 16);
+      bool zero = std::all_of(e.gid.begin(), e.gid.end(), [](uint8_t b) { return b == 0; });
+      if (!zero) out.push_back(e);
+    }
+  }
+  return out;
+}
+
+// Fills netdev, MAC, MTU and the rest of `vp` for a chosen GID index.
+bool complete_port(ibv_context* ctx, const std::string& dev, uint8_t port, int gid_index, VerbsPort* vp,
+                   std::string* why) {
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, port, &pa) != 0) {
+    set_why(why, dev + ": ibv_query_port failed");
+    return false;
+  }
+  ibv_gid_entry ge{};
+  int rc = ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(gid_index), &ge, 0);
+  if (rc != 0) {
+    set_why(why, dev + " port " + std::to_string(port) + ": no GID at index " + std::to_string(gid_index) + " (" +
+                     errstr(rc) + ")");
+    return false;
+  }
+  vp->context = ctx;
+  vp->port = port;
+  vp->gid_index = gid_index;
+  std::memcpy(vp->gid.data(), ge.gid.raw, 16);
+  vp->active_mtu_code = static_cast<uint8_t>(pa.active_mtu);
+  vp->device = dev;
+  std::string dir = sysfs_port_dir(dev, port);
+  std::string ndev;
+  if (read_small_file(dir + "/gid_attrs/ndevs/" + std::to_string(gid_index), &ndev) && !ndev.empty()) vp->netdev = ndev;
+  std::string mac;
+  if (vp->netdev.empty() || !read_small_file("/sys/class/net/" + vp->netdev + "/address", &mac) ||
+      !parse_mac(mac, &vp->mac)) {
+    set_why(why, dev + " GID index " + std::to_string(gid_index) + ": cannot read the netdev's MAC");
+    return false;
+  }
+  if (vp->active_mtu_code < 1 || vp->active_mtu_code > 5) {
+    set_why(why, dev + ": unexpected active MTU " + std::to_string(vp->active_mtu_code));
+    return false;
+  }
+  return true;
+}
+
+std::string sysfs_counter_path(const VerbsPort& p, const char* sub, const char* name) {
+  return sysfs_port_dir(p.device, p.port) + "/" + sub + "/" + name;
+}
+
+// ---------------------------------------------------------------- work requests
+
+uint64_t wr_seq_none = 0;  // unsignaled WRs carry no id
+
+}  // namespace
+
+// ==================================================================== discovery
+
+uint8_t verbs_traffic_class() {
+  static const uint8_t tc = [] {
+    auto v = env_long("SMCR_TCLASS", 0, 255);
+    return v ? static_cast<uint8_t>(*v) : kDefaultTrafficClass;
+  }();
+  return tc;
+}
+
+std::optional<VerbsPort> verbs_port_for_local_address(const sockaddr* local, std::string* why) {
+  clc::Gid want;
+  if (!local || !gid_for_address(local, &want)) {
+    set_why(why, "local address is not IPv4/IPv6");
+    return std::nullopt;
+  }
+  const char* only_dev = getenv("SMCR_IB_DEVICE");
+  if (only_dev && !*only_dev) only_dev = nullptr;
+  std::optional<long> env_index = env_long("SMCR_GID_INDEX", 0, 65535);
+
+  DeviceCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  // One pass over the cached devices; `fatal` means a port was chosen but
+  // could not be completed (no point rescanning).
+  auto search = [&](bool* fatal) -> std::optional<VerbsPort> {
+    *fatal = false;
+    bool saw_device = false;
+    std::string notes;
+    for (const CachedDevice& d : c.devices) {
+      if (only_dev && d.name != only_dev) continue;
+      saw_device = true;
+      ibv_device_attr dattr{};
+      if (ibv_query_device(d.ctx, &dattr) != 0) continue;
+      for (const GidEntry& e : gid_table(d.ctx, d.name, dattr)) {
+        if (e.type != IBV_GID_TYPE_ROCE_V2 || e.gid != want) continue;
+        ibv_port_attr pa{};
+        if (ibv_query_port(d.ctx, static_cast<uint8_t>(e.port), &pa) != 0) continue;
+        if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) continue;
+        if (pa.state != IBV_PORT_ACTIVE) {
+          notes += " (" + d.name + " port " + std::to_string(e.port) + " has it but is not ACTIVE)";
+          continue;
+        }
+        int index = env_index ? static_cast<int>(*env_index) : static_cast<int>(e.index);
+        VerbsPort vp;
+        if (!complete_port(d.ctx, d.name, static_cast<uint8_t>(e.port), index, &vp, why)) {
+          *fatal = true;
+          return std::nullopt;
+        }
+        vp.gid_index_from_env = env_index.has_value();
+        if (vp.gid != want)
+          SMCR_LOG(1, "verbs: SMCR_GID_INDEX=%d gives %s, not the GID of %s", index, gid_to_string(vp.gid).c_str(),
+                   addr_to_string(local).c_str());
+        return vp;
+      }
+    }
+    if (only_dev && env_index && saw_device) {
+      // The operator named both: trust them even if no GID matches the address.
+      for (const CachedDevice& d : c.devices) {
+        if (d.name != only_dev) continue;
+        VerbsPort vp;
+        if (!complete_port(d.ctx, d.name, 1, static_cast<int>(*env_index), &vp, why)) {
+          *fatal = true;
+          return std::nullopt;
+        }
+        vp.gid_index_from_env = true;
+        return vp;
+      }
+    }
+    if (c.devices.empty())
+      set_why(why, "no RDMA device" + c.scan_error);
+    else if (!saw_device)
+      set_why(why, std::string("SMCR_IB_DEVICE=") + only_dev + " not found");
+    else
+      set_why(why, "no RoCE v2 GID for " + addr_to_string(local) + " on " +
+                       (only_dev ? std::string(only_dev) : std::string("any device")) + notes);
+    return std::nullopt;
+  };
+  bool first_scan = c.last_scan_ms < 0;
+  scan_devices_locked(c, false);
+  bool fatal = false;
+  auto vp = search(&fatal);
+  if (vp || fatal || first_scan) return vp;
+  // A miss with a stale cache: a device may have appeared since (rate-limited).
+  size_t before = c.devices.size();
+  scan_devices_locked(c, false);
+  if (c.devices.size() == before) return std::nullopt;
+  return search(&fatal);
+}
+
+std::optional<uint64_t> verbs_port_counter(const VerbsPort& port, const char* name) {
+  std::string s;
+  uint64_t v = 0;
+  for (const char* sub : {"counters", "hw_counters"}) {
+    if (read_small_file(sysfs_counter_path(port, sub, name), &s) && parse_u64(s, &v)) return v;
+  }
+  // Some drivers expose hw_counters per device only.
+  if (read_small_file("/sys/class/infiniband/" + port.device + "/hw_counters/" + name, &s) && parse_u64(s, &v))
+    return v;
+  return std::nullopt;
+}
+
+std::string verbs_port_counters(const VerbsPort& port) {
+  static const char* const kNamed[] = {"port_xmit_data", "port_rcv_data",   "port_xmit_packets", "port_rcv_packets",
+                                       "np_cnp_sent",    "rp_cnp_handled",  "out_of_sequence",   "packet_seq_err",
+                                       "local_ack_timeout_err"};
+  std::string out;
+  std::vector<std::string> shown;
+  for (const char* n : kNamed) {
+    auto v = verbs_port_counter(port, n);
+    out += n;
+    out += v ? "=" + std::to_string(*v) : std::string("=not provided");
+    out += '\n';
+    shown.emplace_back(n);
+  }
+  for (const std::string& dir : {sysfs_port_dir(port.device, port.port) + "/hw_counters",
+                                 "/sys/class/infiniband/" + port.device + "/hw_counters"}) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) continue;
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.' || strcmp(e->d_name, "lifespan") == 0) continue;
+      names.emplace_back(e->d_name);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+      if (std::find(shown.begin(), shown.end(), n) != shown.end()) continue;
+      std::string s;
+      if (!read_small_file(dir + "/" + n, &s)) continue;
+      out += n + "=" + s + "\n";
+      shown.push_back(n);
+    }
+  }
+  return out;
+}
+
+// ==================================================================== VerbsLink
+
+VerbsLink::VerbsLink(const VerbsPort& port) : port_(port), tclass_(verbs_traffic_class()) {}
+
+std::unique_ptr<VerbsLink> VerbsLink::create(const VerbsPort& port, std::string* why) {
+  if (!port.context || port.port == 0 || port.gid_index < 0) {
+    set_why(why, "invalid VerbsPort");
+    return nullptr;
+  }
+  std::unique_ptr<VerbsLink> l(new VerbsLink(port));
+  if (!l->init(why)) return nullptr;
+  return l;
+}
+
+bool VerbsLink::init(std::string* why) {
+  ibv_context* ctx = port_.context;
+  const std::string& dev = port_.device;
+  pd_ = ibv_alloc_pd(ctx);
+  if (!pd_) {
+    set_why(why, dev + ": ibv_alloc_pd: " + errstr(errno));
+    return false;
+  }
+  channel_ = ibv_create_comp_channel(ctx);
+  if (!channel_) {
+    set_why(why, dev + ": ibv_create_comp_channel: " + errstr(errno));
+    return false;
+  }
+  int fl = sys::fcntl(channel_->fd, F_GETFL);
+  if (fl < 0 || sys::fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    set_why(why, "cannot make the completion channel non-blocking");
+    return false;
+  }
+  send_cq_ = ibv_create_cq(ctx, static_cast<int>(kSendDepth), nullptr, nullptr, 0);
+  recv_cq_ = ibv_create_cq(ctx, static_cast<int>(kRecvDepth), this, channel_, 0);
+  if (!send_cq_ || !recv_cq_) {
+    set_why(why, dev + ": ibv_create_cq: " + errstr(errno));
+    return false;
+  }
+
+  // Ask for room to inline small writes too; fall back to what the device
+  // takes (a provider rejects a max_inline_data above its limit).
+  for (uint32_t inl : {256u, 64u, 0u}) {
+    ibv_qp_init_attr qa{};
+    qa.send_cq = send_cq_;
+    qa.recv_cq = recv_cq_;
+    qa.qp_type = IBV_QPT_RC;
+    qa.sq_sig_all = 0;
+    qa.cap.max_send_wr = kSendDepth;
+    qa.cap.max_recv_wr = kRecvDepth;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = inl;
+    qp_ = ibv_create_qp(pd_, &qa);
+    if (qp_) {
+      max_inline_ = qa.cap.max_inline_data;  // the provider reports what it granted
+      break;
+    }
+  }
+  if (!qp_) {
+    set_why(why, dev + ": ibv_create_qp(RC): " + errstr(errno));
+    return false;
+  }
+
+  ring_len_ = page_round(static_cast<size_t>(kRecvDepth + kSendDepth) * kSlotSize);
+  ring_ = map_zeroed(ring_len_);
+  if (!ring_) {
+    set_why(why, "cannot map the message ring");
+    return false;
+  }
+  ring_mr_ = ibv_reg_mr(pd_, ring_, ring_len_, IBV_ACCESS_LOCAL_WRITE);
+  if (!ring_mr_) {
+    set_why(why, dev + ": ibv_reg_mr(ring): " + errstr(errno));
+    return false;
+  }
+
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = port_.port;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  int rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (rc != 0) {
+    set_why(why, dev + ": QP -> INIT: " + errstr(rc));
+    return false;
+  }
+  for (uint32_t i = 0; i < kRecvDepth; ++i) {
+    if (!post_recv(i)) {
+      set_why(why, dev + ": ibv_post_recv failed");
+      return false;
+    }
+  }
+  if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
+    set_why(why, dev + ": ibv_req_notify_cq failed");
+    return false;
+  }
+  armed_ = true;
+
+  ibv_ece e{};
+  rc = ibv_query_ece(qp_, &e);
+  if (rc == 0) {
+    ece_supported_ = true;
+    ece_.vendor_id = e.vendor_id;
+    ece_.options = e.options;
+    char buf[96];
+    snprintf(buf, sizeof buf, "ECE supported by %s: vendor 0x%06" PRIx32 " options 0x%08" PRIx32, dev.c_str(),
+             e.vendor_id, e.options);
+    ece_status_ = buf;
+  } else {
+    ece_status_ = "ECE not supported by " + dev + " (" + errstr(rc) + ")";
+  }
+
+  psn_ = random_u32() & 0xFFFFFF;
+  SMCR_LOG(1, "verbs: link on %s port %u gid[%d] qpn 0x%06x psn 0x%06x inline %u tclass %u; %s", dev.c_str(),
+           port_.port, port_.gid_index, qp_->qp_num, psn_, max_inline_, tclass_, ece_status_.c_str());
+  return true;
+}
+
+VerbsLink::~VerbsLink() {
+  // The QP goes first: nothing may still reference the MRs and CQs.
+  if (qp_) ibv_destroy_qp(qp_);
+  if (send_cq_) ibv_destroy_cq(send_cq_);
+  if (recv_cq_) ibv_destroy_cq(recv_cq_);
+  if (channel_) ibv_destroy_comp_channel(channel_);
+  if (ring_mr_) ibv_dereg_mr(ring_mr_);
+  if (ring_) munmap(ring_, ring_len_);
+  for (LocalMr& m : local_mrs_) {
+    if (m.mr) ibv_dereg_mr(m.mr);
+    if (m.addr) munmap(m.addr, m.len);
+  }
+  auto free_staging = [](Staging& s) {
+    if (s.mr) ibv_dereg_mr(s.mr);
+    if (s.addr) munmap(s.addr, s.len);
+  };
+  for (auto& kv : staging_) free_staging(*kv.second);
+  for (auto& r : retired_) free_staging(*r.second);
+  if (pd_) ibv_dealloc_pd(pd_);
+}
+
+uint32_t VerbsLink::qpn() const { return qp_ ? qp_->qp_num : 0; }
+
+int VerbsLink::notify_fd() const { return channel_ ? channel_->fd : -1; }
+
+bool VerbsLink::set_ece(const VerbsEce& ece, std::string* why) {
+  if (!ece_supported_) {
+    set_why(why, ece_status_);
+    return false;
+  }
+  ibv_ece e{};
+  e.vendor_id = ece.vendor_id;
+  e.options = ece.options;
+  int rc = ibv_set_ece(qp_, &e);
+  if (rc != 0) {
+    set_why(why, "ibv_set_ece: " + errstr(rc));
+    return false;
+  }
+  ibv_ece now{};
+  if (ibv_query_ece(qp_, &now) == 0) {
+    ece_.vendor_id = now.vendor_id;
+    ece_.options = now.options;
+  }
+  return true;
+}
+
+bool VerbsLink::connect(const clc::Gid& remote_gid, uint32_t remote_qpn, uint32_t remote_psn, uint8_t mtu_code,
+                        std::string* why) {
+  if (mtu_code < 1 || mtu_code > 5) {
+    set_why(why, "MTU code " + std::to_string(mtu_code) + " is reserved");
+    return false;
+  }
+  if (remote_qpn == 0 || remote_qpn > 0xFFFFFF || remote_psn > 0xFFFFFF) {
+    set_why(why, "peer QPN/PSN out of range");
+    return false;
+  }
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = static_cast<ibv_mtu>(std::min(mtu_code, port_.active_mtu_code));
+  a.dest_qp_num = remote_qpn;
+  a.rq_psn = remote_psn;
+  a.max_dest_rd_atomic = 1;
+  // 0.64 ms: RNR NAKs only happen when the receiver has not reposted yet,
+  // and the sender retries forever (rnr_retry 7), so keep the pause short.
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  std::memcpy(a.ah_attr.grh.dgid.raw, remote_gid.data(), 16);
+  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.grh.traffic_class = tclass_;
+  a.ah_attr.grh.flow_label = 0;
+  a.ah_attr.dlid = 0;
+  a.ah_attr.sl = 0;
+  a.ah_attr.src_path_bits = 0;
+  a.ah_attr.port_num = port_.port;
+  int rc = ibv_modify_qp(qp_, &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc != 0) {
+    set_why(why, port_.device + ": QP -> RTR: " + errstr(rc));
+    return false;
+  }
+  ibv_qp_attr s{};
+  s.qp_state = IBV_QPS_RTS;
+  s.sq_psn = psn_;
+  // 4.096 us * 2^14 = 67 ms local ACK timeout, 7 retries: a dead peer is
+  // detected in about half a second, long enough for a busy soft-RoCE peer.
+  s.timeout = 14;
+  s.retry_cnt = 7;
+  s.rnr_retry = 7;  // 7 = retry forever: RNR means "slow", not "dead"
+  s.max_rd_atomic = 1;
+  rc = ibv_modify_qp(qp_, &s,
+                     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                         IBV_QP_MAX_QP_RD_ATOMIC);
+  if (rc != 0) {
+    set_why(why, port_.device + ": QP -> RTS: " + errstr(rc));
+    return false;
+  }
+  SMCR_LOG(1, "verbs: qpn 0x%06x connected to %s qpn 0x%06x (mtu code %u)", qpn(), gid_to_string(remote_gid).c_str(),
+           remote_qpn, a.path_mtu);
+  return true;
+}
+
+bool VerbsLink::register_rmb(uint32_t size, LocalRmb* out) {
+  if (size == 0) return false;
+  size_t len = page_round(size);
+  uint8_t* p = map_zeroed(len);
+  if (!p) return false;
+  ibv_mr* mr = ibv_reg_mr(pd_, p, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    SMCR_LOG(1, "verbs: ibv_reg_mr(%u): %s", size, strerror(errno));
+    munmap(p, len);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mr_mu_);
+  size_t slot = 0;
+  while (slot < local_mrs_.size() && local_mrs_[slot].mr) ++slot;
+  if (slot == local_mrs_.size()) local_mrs_.emplace_back();
+  local_mrs_[slot] = {p, len, mr};
+  out->addr = p;
+  out->size = size;
+  out->rkey = mr->rkey;
+  out->vaddr = reinterpret_cast<uint64_t>(p);
+  out->handle = static_cast<int>(slot);
+  return true;
+}
+
+void VerbsLink::free_local_rmb(LocalRmb* rmb) {
+  LocalMr m;
+  {
+    std::lock_guard<std::mutex> lock(mr_mu_);
+    if (rmb->handle < 0 || static_cast<size_t>(rmb->handle) >= local_mrs_.size()) return;
+    LocalMr& slot = local_mrs_[static_cast<size_t>(rmb->handle)];
+    if (slot.addr != rmb->addr || !slot.mr) return;
+    m = slot;
+    slot = {};
+  }
+  ibv_dereg_mr(m.mr);
+  munmap(m.addr, m.len);
+  rmb->addr = nullptr;
+  rmb->handle = -1;
+  rmb->rkey = 0;
+  rmb->vaddr = 0;
+}
+
+VerbsLink::Staging* VerbsLink::staging_for(const RemoteRmb& rmb) {
+  std::lock_guard<std::mutex> lock(mr_mu_);
+  auto key = std::make_pair(rmb.rkey, rmb.vaddr);
+  auto it = staging_.find(key);
+  if (it != staging_.end()) return it->second->len >= rmb.size ? it->second.get() : nullptr;
+  auto s = std::make_unique<Staging>();
+  s->len = page_round(rmb.size);
+  s->addr = map_zeroed(s->len);
+  if (!s->addr) return nullptr;
+  // Only the local NIC reads it (as the WRITE source): no access flags.
+  s->mr = ibv_reg_mr(pd_, s->addr, s->len, 0);
+  if (!s->mr) {
+    SMCR_LOG(1, "verbs: ibv_reg_mr(staging %u): %s", rmb.size, strerror(errno));
+    munmap(s->addr, s->len);
+    return nullptr;
+  }
+  Staging* raw = s.get();
+  staging_.emplace(key, std::move(s));
+  return raw;
+}
+
+void VerbsLink::release_remote_rmb(RemoteRmb* rmb) {
+  std::unique_ptr<Staging> s;
+  {
+    std::lock_guard<std::mutex> lock(mr_mu_);
+    auto it = staging_.find(std::make_pair(rmb->rkey, rmb->vaddr));
+    if (it != staging_.end()) {
+      s = std::move(it->second);
+      staging_.erase(it);
+    }
+  }
+  rmb->addr = nullptr;
+  if (!s) return;
+  // A WRITE from this buffer may still be in the SQ (unsignaled): free it
+  // once a later signaled completion proves every WR up to now is done.
+  std::lock_guard<std::mutex> lock(sq_mu_);
+  retired_.emplace_back(send_seq_, std::move(s));
+  bool progressed;
+  reap_send_locked(&progressed);
+}
+
+// ---------------------------------------------------------------- send side
+
+bool VerbsLink::reap_send_locked(bool* progressed) {
+  *progressed = false;
+  ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(send_cq_, 16, wc);
+    if (n < 0) {
+      fail("ibv_poll_cq(send) failed");
+      return false;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        if (!(failed() && wc[i].status == IBV_WC_WR_FLUSH_ERR))
+          fail(std::string("send completion: ") + ibv_wc_status_str(wc[i].status) + " (vendor_err 0x" +
+               std::to_string(wc[i].vendor_err) + ")");
+        continue;
+      }
+      // wr_id of a signaled WR is its sequence number; RC completes in order,
+      // so every earlier (unsignaled) WR is done too.
+      if (wc[i].wr_id > completed_seq_ && wc[i].wr_id <= send_seq_) completed_seq_ = wc[i].wr_id;
+      c_send_comps_.fetch_add(1, std::memory_order_relaxed);
+      *progressed = true;
+    }
+    if (n < 16) break;
+  }
+  while (!retired_.empty() && retired_.front().first <= completed_seq_) {
+    Staging& s = *retired_.front().second;
+    ibv_dereg_mr(s.mr);
+    munmap(s.addr, s.len);
+    retired_.pop_front();
+  }
+  return !failed();
+}
+
+bool VerbsLink::post_send_locked(void* wr_ptr) {
+  auto* wr = static_cast<ibv_send_wr*>(wr_ptr);
+  if (failed()) return false;
+  int64_t deadline = -1;
+  int sleep_us = 20;
+  while (send_seq_ - completed_seq_ >= kSendDepth) {
+    bool progressed = false;
+    if (!reap_send_locked(&progressed)) return false;
+    if (progressed) continue;
+    if (deadline < 0) {
+      deadline = sys::now_ms() + kSqWaitMs;
+      c_sq_waits_.fetch_add(1, std::memory_order_relaxed);
+    } else if (sys::now_ms() > deadline) {
+      fail("send queue stuck for " + std::to_string(kSqWaitMs) + " ms (peer not acknowledging)");
+      return false;
+    }
+    // Completions of our own sends need no engine: the NIC (or rxe's
+    // kernel thread) produces them; back off briefly while it does.
+    timespec ts{0, sleep_us * 1000L};
+    nanosleep(&ts, nullptr);
+    sleep_us = std::min(sleep_us * 2, 1000);
+  }
+  uint64_t seq = send_seq_ + 1;
+  uint64_t outstanding = seq - completed_seq_;
+  bool signal = seq - last_signaled_seq_ >= kSignalEvery || outstanding + kSignalEvery >= kSendDepth;
+  wr->wr_id = signal ? seq : wr_seq_none;
+  if (signal) wr->send_flags |= IBV_SEND_SIGNALED;
+  wr->next = nullptr;
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_, wr, &bad);
+  if (rc != 0) {
+    fail("ibv_post_send: " + errstr(rc));
+    return false;
+  }
+  send_seq_ = seq;
+  if (signal) last_signaled_seq_ = seq;
+  return true;
+}
+
+bool VerbsLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) {
+  if (offset > rmb.size || len > rmb.size - offset) return false;
+  if (len == 0) return true;
+  if (failed()) return false;
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = rmb.vaddr + offset;
+  wr.wr.rdma.rkey = rmb.rkey;
+  sge.length = static_cast<uint32_t>(len);
+  bool inl = len <= max_inline_;
+  if (inl) {
+    // Copied into the WQE at post time: the caller's memory is free after.
+    sge.addr = reinterpret_cast<uint64_t>(src);
+    wr.send_flags = IBV_SEND_INLINE;
+  } else {
+    Staging* s = staging_for(rmb);
+    if (!s) return false;
+    std::memcpy(s->addr + offset, src, len);
+    sge.addr = reinterpret_cast<uint64_t>(s->addr + offset);
+    sge.lkey = s->mr->lkey;
+  }
+  {
+    std::lock_guard<std::mutex> lock(sq_mu_);
+    if (!post_send_locked(&wr)) return false;
+  }
+  c_bytes_written_.fetch_add(len, std::memory_order_relaxed);
+  c_writes_.fetch_add(1, std::memory_order_relaxed);
+  if (inl) c_writes_inline_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool VerbsLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  sge.length = static_cast<uint32_t>(msg.size());
+  std::lock_guard<std::mutex> lock(sq_mu_);
+  if (max_inline_ >= msg.size()) {
+    sge.addr = reinterpret_cast<uint64_t>(msg.data());
+    wr.send_flags = IBV_SEND_INLINE;
+  } else {
+    // Slot of the WR about to be posted: reused only kSendDepth WRs later,
+    // when post_send_locked has proven this one complete.
+    uint8_t* slot = ring_ + (static_cast<size_t>(kRecvDepth) + (send_seq_ + 1) % kSendDepth) * kSlotSize;
+    std::memcpy(slot, msg.data(), msg.size());
+    sge.addr = reinterpret_cast<uint64_t>(slot);
+    sge.lkey = ring_mr_->lkey;
+  }
+  if (!post_send_locked(&wr)) return false;
+  c_msgs_sent_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// ---------------------------------------------------------------- receive side
+
+bool VerbsLink::post_recv(uint32_t slot) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(ring_ + static_cast<size_t>(slot) * kSlotSize);
+  sge.length = kSlotSize;
+  sge.lkey = ring_mr_->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp_, &wr, &bad) == 0;
+}
+
+void VerbsLink::fail(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(fail_mu_);
+    if (failed_.load(std::memory_order_relaxed)) return;
+    failure_reason_ = reason;
+    failed_.store(true, std::memory_order_release);
+  }
+  SMCR_LOG(1, "verbs: link qpn 0x%06x on %s failed: %s", qpn(), port_.device.c_str(), reason.c_str());
+  // Flushing the receive ring wakes whoever waits on notify_fd().
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ibv_modify_qp(qp_, &a, IBV_QP_STATE);
+}
+
+std::string VerbsLink::failure_reason() const {
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  return failure_reason_;
+}
+
+bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& on_message, bool* got_any) {
+  *got_any = false;
+  ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(recv_cq_, 16, wc);
+    if (n < 0) {
+      fail("ibv_poll_cq(recv) failed");
+      return false;
+    }
+    for (int i = 0; i < n; ++i) {
+      *got_any = true;
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        if (!(failed() && wc[i].status == IBV_WC_WR_FLUSH_ERR))
+          fail(std::string("receive completion: ") + ibv_wc_status_str(wc[i].status));
+        continue;
+      }
+      if (wc[i].wr_id >= kRecvDepth || wc[i].opcode != IBV_WC_RECV || wc[i].byte_len > kSlotSize) {
+        fail("unexpected receive completion");
+        continue;
+      }
+      uint32_t slot = static_cast<uint32_t>(wc[i].wr_id);
+      c_msgs_recv_.fetch_add(1, std::memory_order_relaxed);
+      if (!failed())
+        on_message(std::span<const uint8_t>(ring_ + static_cast<size_t>(slot) * kSlotSize, wc[i].byte_len));
+      // Reposted only after the callback: it reads the slot in place.
+      if (!failed() && !post_recv(slot)) fail("ibv_post_recv failed");
+    }
+    if (n < 16) break;
+  }
+  return !failed();
+}
+
+bool VerbsLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  while (!pending_.empty()) {
+    auto m = pending_.front();
+    pending_.pop_front();
+    on_message(std::span<const uint8_t>(m.data() + 1, m[0]));
+  }
+  if (failed()) return false;
+  for (;;) {
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    if (ibv_get_cq_event(channel_, &cq, &cq_ctx) != 0) break;  // EAGAIN: no event
+    ibv_ack_cq_events(cq, 1);
+    armed_ = false;
+    c_cq_events_.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (;;) {
+    bool got = false;
+    if (!poll_recv(on_message, &got)) return false;
+    if (armed_) break;
+    // Re-arm, then poll once more: a completion that landed between the
+    // last poll and the re-arm raised no event and would otherwise wait.
+    if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
+      fail("ibv_req_notify_cq failed");
+      return false;
+    }
+    armed_ = true;
+    if (!poll_recv(on_message, &got)) return false;
+    if (!got) break;
+    armed_ = false;  // harmless double arm; loop to poll until empty
+  }
+  {
+    // Send errors (e.g. retry exceeded) surface here too; a sender holding
+    // the SQ lock reaps them itself.
+    std::unique_lock<std::mutex> sq(sq_mu_, std::try_to_lock);
+    bool progressed;
+    if (sq.owns_lock()) reap_send_locked(&progressed);
+  }
+  return !failed();
+}
+
+bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
+  int64_t deadline = sys::now_ms() + std::max(timeout_ms, 0);
+  for (;;) {
+    std::vector<std::array<uint8_t, kSlotSize + 1>> got;
+    bool ok = drain_messages([&](std::span<const uint8_t> m) {
+      std::array<uint8_t, kSlotSize + 1> a{};
+      a[0] = static_cast<uint8_t>(std::min<size_t>(m.size(), kSlotSize));
+      std::memcpy(a.data() + 1, m.data(), a[0]);
+      got.push_back(a);
+    });
+    if (!got.empty()) {
+      {
+        // drain delivered every queued message into `got`: keep the rest for later.
+        std::lock_guard<std::mutex> lock(drain_mu_);
+        pending_.insert(pending_.begin(), got.begin() + 1, got.end());
+      }
+      if (got[0][0] != kLinkMessageLen) return false;
+      std::memcpy(out, got[0].data() + 1, kLinkMessageLen);
+      return true;
+    }
+    if (!ok) return false;
+    int64_t left = deadline - sys::now_ms();
+    if (left <= 0) return false;
+    pollfd p{channel_->fd, POLLIN, 0};
+    int r = sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+VerbsLinkCounters VerbsLink::counters() const {
+  VerbsLinkCounters c;
+  c.bytes_written = c_bytes_written_.load(std::memory_order_relaxed);
+  c.writes_posted = c_writes_.load(std::memory_order_relaxed);
+  c.writes_inline = c_writes_inline_.load(std::memory_order_relaxed);
+  c.messages_sent = c_msgs_sent_.load(std::memory_order_relaxed);
+  c.messages_received = c_msgs_recv_.load(std::memory_order_relaxed);
+  c.send_completions = c_send_comps_.load(std::memory_order_relaxed);
+  c.sq_full_waits = c_sq_waits_.load(std::memory_order_relaxed);
+  c.cq_events = c_cq_events_.load(std::memory_order_relaxed);
+  return c;
+}
+
+bool VerbsLink::force_error_for_test() {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  return ibv_modify_qp(qp_, &a, IBV_QP_STATE) == 0;
+}
+
+}  // namespace smcr

@@ -1,0 +1,237 @@
+// The verbs fabric: SMC-R links over RDMA RC queue pairs (RoCE v2, incl. rxe).
+//
+// One VerbsLink = one RC QP with its own protection domain (RFC 7609: RMB
+// rkeys are per link), a send CQ and a receive CQ. The receive CQ is the only
+// one armed on the completion channel, whose fd is notify_fd(): the engine
+// wakes for received CDC/LLC messages and for the flush completions that a
+// QP entering the error state produces (link failure). Send completions are
+// reaped opportunistically (every kSignalEvery-th WR is signaled) by senders
+// needing SQ room and by drain_messages.
+//
+// RMB placement follows Linux SMC-R: our RMBs are registered REMOTE_WRITE;
+// application bytes for the peer are copied into a registered staging buffer
+// with the peer RMB's size, at the same offset, and RDMA-WRITten from there
+// (small writes go inline, straight from the caller's memory).
+//
+// Environment (read once per process):
+//   SMCR_IB_DEVICE  use only this RDMA device (e.g. "rxe0", "mlx5_1")
+//   SMCR_GID_INDEX  use this GID index (like NCCL_IB_GID_INDEX) on the port
+//                   chosen by address, or on port 1 of SMCR_IB_DEVICE when
+//                   no port owns the address
+//   SMCR_TCLASS     IPv4 TOS / IPv6 traffic class of RoCE v2 packets, 0..255
+//                   (default 106, see kDefaultTrafficClass)
+//
+// This header needs no rdma-core headers (verbs types are only forward-
+// declared), but the definitions exist only when SMCR_HAVE_VERBS is 1.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <array>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clc.h"
+#include "core/fabric.h"
+
+struct ibv_context;
+struct ibv_pd;
+struct ibv_cq;
+struct ibv_qp;
+struct ibv_mr;
+struct ibv_comp_channel;
+
+namespace smcr {
+
+// DSCP 26 (AF31, 0x68) in the upper six bits, ECT(0) (binary 10) in the ECN
+// bits: 26 << 2 | 2 = 106. AF31 is the class RoCE deployments commonly map
+// to the lossless/PFC priority (NVIDIA's and Broadcom's RoCE defaults use
+// DSCP 26), and ECT(0) marks the packets ECN-capable, so a congested
+// ECN-enabled switch marks CE instead of dropping them - the input DCQCN
+// needs. Neither costs anything on a network that ignores them; an operator
+// can override with SMCR_TCLASS.
+inline constexpr uint8_t kDefaultTrafficClass = 106;
+
+// One usable (device, port, GID) triple.
+struct VerbsPort {
+  ibv_context* context = nullptr;  // process-wide, cached, never closed
+  uint8_t port = 0;                // 1-based
+  int gid_index = -1;
+  clc::Gid gid{};
+  clc::Mac mac{};                  // the GID's netdev's MAC (CLC "RoCE MAC")
+  uint8_t active_mtu_code = 0;     // RFC/IBTA code: 1=256 .. 5=4096
+  std::string device;              // e.g. "rxe0"
+  std::string netdev;              // e.g. "dummy0", empty if unknown
+  bool gid_index_from_env = false;
+};
+
+// Finds the RoCE v2 GID for the TCP connection's local address: the
+// IPv4-mapped GID (::ffff:a.b.c.d) for AF_INET (or an AF_INET6 v4-mapped
+// address), the address itself for AF_INET6, on an ACTIVE Ethernet port.
+// Honours SMCR_IB_DEVICE / SMCR_GID_INDEX. On failure returns nullopt and,
+// if `why` is set, a reason such as "no RDMA device" or
+// "no RoCE v2 GID for 10.9.0.1 on any device".
+std::optional<VerbsPort> verbs_port_for_local_address(const sockaddr* local, std::string* why);
+
+// The traffic class links use (SMCR_TCLASS or kDefaultTrafficClass).
+uint8_t verbs_traffic_class();
+
+// Port counters for diagnostics, one "name=value" per line: the IBTA PMA
+// counters under ports/<p>/counters (port_xmit_data/port_rcv_data count
+// 4-octet words) and the driver's hw_counters (per port, else per device).
+// Named counters that the device does not have read "not provided".
+std::string verbs_port_counters(const VerbsPort& port);
+// One counter by file name, from counters/ then hw_counters/; nullopt if absent.
+std::optional<uint64_t> verbs_port_counter(const VerbsPort& port, const char* name);
+
+// Enhanced Connection Establishment values of a QP (struct ibv_ece without
+// comp_mask). vendor_id is an IEEE OUI (0x15b3 = NVIDIA); the top 4 bits of
+// options are the ECE version, the low 28 feature bits.
+struct VerbsEce {
+  uint32_t vendor_id = 0;
+  uint32_t options = 0;
+};
+
+struct VerbsLinkCounters {
+  uint64_t bytes_written = 0;      // RDMA WRITE payload posted
+  uint64_t writes_posted = 0;
+  uint64_t writes_inline = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t send_completions = 0;   // signaled WRs reaped (each covers up to kSignalEvery)
+  uint64_t sq_full_waits = 0;      // times a sender had to wait for SQ room
+  uint64_t cq_events = 0;          // completion-channel events consumed
+};
+
+class VerbsLink final : public Link {
+ public:
+  static constexpr uint32_t kSendDepth = 256;  // SQ WRs (writes + messages)
+  static constexpr uint32_t kRecvDepth = 64;   // posted 64-byte receive slots
+  static constexpr uint32_t kSignalEvery = 16;
+  static constexpr uint32_t kSlotSize = 64;    // > 44 so an oversized SEND is seen, not a QP error
+  static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
+
+  // Creates PD, completion channel, CQs and an RC QP in INIT, posts the
+  // receive ring and picks a random 24-bit PSN. Returns null with `why` set.
+  static std::unique_ptr<VerbsLink> create(const VerbsPort& port, std::string* why);
+  ~VerbsLink() override;
+  VerbsLink(const VerbsLink&) = delete;
+  VerbsLink& operator=(const VerbsLink&) = delete;
+
+  uint32_t qpn() const;
+  uint32_t psn() const { return psn_; }
+  const clc::Gid& gid() const { return port_.gid; }
+  const clc::Mac& mac() const { return port_.mac; }
+  uint8_t mtu_code() const { return port_.active_mtu_code; }
+  const VerbsPort& port() const { return port_; }
+  uint8_t traffic_class() const { return tclass_; }
+
+  // ECE as queried after QP creation. Unsupported (rxe: EOPNOTSUPP) leaves
+  // ece_supported() false and ece_status() "ECE not supported by <dev>".
+  bool ece_supported() const { return ece_supported_; }
+  const VerbsEce& ece() const { return ece_; }
+  const std::string& ece_status() const { return ece_status_; }
+  // Applies the negotiated options before connect() (ibv_set_ece).
+  bool set_ece(const VerbsEce& ece, std::string* why);
+
+  // INIT -> RTR -> RTS with the peer's Accept/Confirm values; mtu_code is the
+  // smaller of both sides' codes (1..5). Going to RTS at once is harmless on
+  // the client: it sends nothing before the server's CONFIRM LINK arrives.
+  bool connect(const clc::Gid& remote_gid, uint32_t remote_qpn, uint32_t remote_psn, uint8_t mtu_code,
+               std::string* why);
+
+  // Page-aligned zeroed memory registered LOCAL_WRITE|REMOTE_WRITE in this
+  // link's PD. The memory belongs to the link: the destructor frees what is
+  // still registered.
+  bool register_rmb(uint32_t size, LocalRmb* out);
+
+  bool write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) override;
+  bool post_message(std::span<const uint8_t, kLinkMessageLen> msg) override;
+  int notify_fd() const override;
+  bool drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) override;
+  bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) override;
+  const char* fabric_name() const override { return "verbs"; }
+  void free_local_rmb(LocalRmb* rmb) override;
+  void release_remote_rmb(RemoteRmb* rmb) override;
+
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Why the link failed (first error completion or post failure), or "".
+  std::string failure_reason() const;
+  VerbsLinkCounters counters() const;
+  // Test hook: moves the QP to the error state, as a dying peer/port would.
+  bool force_error_for_test();
+
+ private:
+  struct Staging {
+    uint8_t* addr = nullptr;
+    size_t len = 0;
+    ibv_mr* mr = nullptr;
+  };
+  struct LocalMr {
+    uint8_t* addr = nullptr;
+    size_t len = 0;
+    ibv_mr* mr = nullptr;
+  };
+
+  explicit VerbsLink(const VerbsPort& port);
+  bool init(std::string* why);
+  // Posts one send WR under sq_mu_ (held by the caller), waiting for room.
+  bool post_send_locked(void* wr);
+  bool reap_send_locked(bool* progressed);
+  bool post_recv(uint32_t slot);
+  // Polls the receive CQ; delivers into on_message. False on link failure.
+  bool poll_recv(const std::function<void(std::span<const uint8_t>)>& on_message, bool* got_any);
+  void fail(const std::string& reason);
+  Staging* staging_for(const RemoteRmb& rmb);
+
+  VerbsPort port_;
+  uint8_t tclass_ = kDefaultTrafficClass;
+  uint32_t psn_ = 0;
+  uint32_t max_inline_ = 0;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* send_cq_ = nullptr;
+  ibv_cq* recv_cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+
+  // Receive ring: kRecvDepth slots of kSlotSize; send slots (used only when
+  // the device cannot inline 44 bytes): kSendDepth slots.
+  uint8_t* ring_ = nullptr;
+  size_t ring_len_ = 0;
+  ibv_mr* ring_mr_ = nullptr;
+
+  bool ece_supported_ = false;
+  VerbsEce ece_;
+  std::string ece_status_;
+
+  std::mutex sq_mu_;           // SQ posting and send-CQ reaping
+  uint64_t send_seq_ = 0;           // WRs posted (the last one's sequence number)
+  uint64_t completed_seq_ = 0;      // every WR up to this one is complete
+  uint64_t last_signaled_seq_ = 0;
+  // Released staging buffers, freed once completed_seq_ passes the number.
+  std::deque<std::pair<uint64_t, std::unique_ptr<Staging>>> retired_;
+
+  std::mutex drain_mu_;        // receive CQ, channel events, pending_
+  std::deque<std::array<uint8_t, kSlotSize + 1>> pending_;  // byte 0 = length
+  bool armed_ = false;
+
+  std::mutex mr_mu_;           // local RMBs and remote staging buffers
+  std::vector<LocalMr> local_mrs_;
+  std::map<std::pair<uint32_t, uint64_t>, std::unique_ptr<Staging>> staging_;  // (rkey, vaddr)
+
+  std::atomic<bool> failed_{false};
+  mutable std::mutex fail_mu_;
+  std::string failure_reason_;
+
+  std::atomic<uint64_t> c_bytes_written_{0}, c_writes_{0}, c_writes_inline_{0}, c_msgs_sent_{0},
+      c_msgs_recv_{0}, c_send_comps_{0}, c_sq_waits_{0}, c_cq_events_{0};
+};
+
+}  // namespace smcr
