@@ -1,7 +1,5 @@
 // Byte vectors written as hex text (non-hex characters such as spaces and
 // newlines are ignored), so tests can quote byte dumps readably.
-
-
 #pragma once
 
 #include <cctype>
