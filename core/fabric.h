@@ -52,6 +52,8 @@ class Link {
   // Waits up to timeout_ms for one message (handshake-time LLC); false on timeout/failure.
   virtual bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) = 0;
   virtual const char* fabric_name() const = 0;
+  // True once the link has failed (peer gone, QP in error).
+  virtual bool failed() const = 0;
   // Deregisters and frees our RMB / drops access to the peer's.
   virtual void free_local_rmb(LocalRmb* rmb) = 0;
   virtual void release_remote_rmb(RemoteRmb* rmb) = 0;

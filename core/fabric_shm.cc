@@ -252,9 +252,13 @@ bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>
       on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
       continue;
     }
-    if (n == 0) return false;  // peer closed its end
+    if (n == 0) {  // peer closed its end
+      failed_ = true;
+      return false;
+    }
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
     if (errno == EINTR) continue;
+    failed_ = true;
     return false;
   }
 }
@@ -270,7 +274,8 @@ bool ShmLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
       return true;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    return false;  // closed, error, or wrong-size message
+    failed_ = true;  // closed, error, or wrong-size message
+    return false;
   }
 }
 

@@ -54,11 +54,13 @@ class ShmLink final : public Link {
   bool drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) override;
   bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) override;
   const char* fabric_name() const override { return "shm"; }
+  bool failed() const override { return failed_; }
   void free_local_rmb(LocalRmb* rmb) override { shm_free_rmb(rmb); }
   void release_remote_rmb(RemoteRmb* rmb) override { shm_unmap_remote(rmb); }
 
  private:
   int fd_;
+  bool failed_ = false;
 };
 
 // What a client presents on the rendezvous socket, and the server's answer.

@@ -17,6 +17,9 @@
 #include "core/connection.h"
 #include "core/engine.h"
 #include "core/fabric_shm.h"
+#ifdef SMCR_HAVE_VERBS
+#include "core/fabric_verbs.h"
+#endif
 #include "core/link_group.h"
 #include "core/llc.h"
 #include "core/rmb.h"
@@ -225,14 +228,119 @@ void fill_ip_area(int fd, clc::Proposal* p) {
   freeifaddrs(ifs);
 }
 
-struct RmbGuard {
-  LocalRmb rmb;
-  ~RmbGuard() {
-    if (rmb.addr) shm_free_rmb(&rmb);
+// One side's fabric resources while the handshake runs; whatever is still
+// here when the handshake fails is released by the destructor.
+struct FabricSetup {
+  std::unique_ptr<Link> link;
+  LocalRmb rmb;     // ours, RMBE index 1
+  RemoteRmb peer;   // the peer's RMBE
+  clc::Gid gid{};   // what we announce for the link
+  clc::Mac mac{};
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint8_t mtu_code = 5;
+  ~FabricSetup() {
+    if (peer.addr && link) link->release_remote_rmb(&peer);
+    else if (peer.addr) shm_unmap_remote(&peer);
+    if (rmb.addr && link) link->free_local_rmb(&rmb);
+    else if (rmb.addr) shm_free_rmb(&rmb);
   }
 };
 
 bool same_id(const clc::Gid& a, const clc::Gid& b) { return a == b; }
+
+enum class FabricPreference { kAuto, kShm, kVerbs };
+
+// SMCR_FABRIC=auto (default: shm between processes of this host, verbs to
+// other hosts), shm, or verbs (e.g. to exercise RoCE between two processes of
+// one host, as the guest tests do).
+FabricPreference fabric_preference() {
+  static const FabricPreference pref = [] {
+    const char* v = getenv("SMCR_FABRIC");
+    if (!v || !*v || strcmp(v, "auto") == 0) return FabricPreference::kAuto;
+    if (strcmp(v, "shm") == 0) return FabricPreference::kShm;
+    if (strcmp(v, "verbs") == 0) return FabricPreference::kVerbs;
+    SMCR_LOG(1, "SMCR_FABRIC=%s ignored (auto, shm or verbs)", v);
+    return FabricPreference::kAuto;
+  }();
+  return pref;
+}
+
+bool local_address(int fd, sockaddr_storage* ss) {
+  socklen_t len = sizeof *ss;
+  return sys::getsockname(fd, reinterpret_cast<sockaddr*>(ss), &len) == 0;
+}
+
+// Is the TCP peer a process of this host (loopback, or one of our addresses)?
+bool peer_is_this_host(int fd) {
+  sockaddr_storage peer{}, local{};
+  socklen_t len = sizeof peer;
+  if (sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || !local_address(fd, &local)) return false;
+  if (peer.ss_family == AF_INET) {
+    auto* p = reinterpret_cast<sockaddr_in*>(&peer);
+    auto* l = reinterpret_cast<sockaddr_in*>(&local);
+    return (ntohl(p->sin_addr.s_addr) >> 24) == 127 || p->sin_addr.s_addr == l->sin_addr.s_addr;
+  }
+  if (peer.ss_family == AF_INET6) {
+    auto* p = reinterpret_cast<sockaddr_in6*>(&peer);
+    auto* l = reinterpret_cast<sockaddr_in6*>(&local);
+    return IN6_IS_ADDR_LOOPBACK(&p->sin6_addr) || std::memcmp(&p->sin6_addr, &l->sin6_addr, 16) == 0 ||
+           (IN6_IS_ADDR_V4MAPPED(&p->sin6_addr) && p->sin6_addr.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+#ifdef SMCR_HAVE_VERBS
+std::optional<VerbsPort> verbs_port_for(int fd) {
+  if (fabric_preference() == FabricPreference::kShm) return std::nullopt;
+  sockaddr_storage local{};
+  if (!local_address(fd, &local)) return std::nullopt;
+  std::string why;
+  auto port = verbs_port_for_local_address(reinterpret_cast<sockaddr*>(&local), &why);
+  if (!port) SMCR_LOG(1, "verbs: %s", why.c_str());
+  return port;
+}
+#endif
+
+// Waits for the peer's CONFIRM LINK request on the new link (client side),
+// or a Decline on TCP: the server may still fall back until it has sent it.
+// Returns the request, or sets *failure.
+std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc::AcceptConfirm& acc, int64_t deadline,
+                                                   HandshakeOutcome* failure) {
+  int64_t llc_deadline = sys::now_ms() + handshake_config().llc_timeout_ms;
+  for (;;) {
+    int64_t left = llc_deadline - sys::now_ms();
+    pollfd p[2] = {{link->notify_fd(), POLLIN, 0}, {fd, POLLIN, 0}};
+    int n = left > 0 ? sys::poll(p, 2, static_cast<int>(left)) : 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *failure = decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
+      return std::nullopt;
+    }
+    if (p[1].revents) {
+      std::vector<uint8_t> msg;
+      clc::Header h{};
+      Recv rr = recv_clc(fd, sys::now_ms() + 1000, &msg, &h);
+      *failure = from_unexpected(fd, rr, msg, h, deadline, "CONFIRM LINK");
+      return std::nullopt;
+    }
+    uint8_t raw[kLinkMessageLen];
+    // A completion-channel event can carry no message (a send completion).
+    if (!link->wait_message(raw, 0)) {
+      if (!link->failed()) continue;
+      *failure = decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
+      return std::nullopt;
+    }
+    auto m = llc::decode(raw);
+    auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
+    if (!cl || cl->reply || cl->sender_qpn != acc.qpn || !same_id(cl->sender_gid, acc.gid)) {
+      *failure = decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+      return std::nullopt;
+    }
+    counters().llc_received.fetch_add(1);
+    return *cl;
+  }
+}
 
 // The handshake succeeded: the link becomes a link group, the RMBs a
 // connection, and the engine starts watching the link.
@@ -283,16 +391,92 @@ const HandshakeConfig& handshake_config() {
   return cfg;
 }
 
+// --------------------------------------------------------------- client
+
+// The shm fabric, client side, after the Accept: our RMB, the rendezvous
+// (which hands us the server's RMB), the link.
+static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::AcceptConfirm& acc, uint32_t peer_size,
+                                                 int64_t deadline, FabricSetup* fs) {
+  const ShmIdentity& id = shm_identity();
+  if (!shm_alloc_rmb(handshake_config().rmb_size, &fs->rmb))
+    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  ShmHello hello;
+  hello.server_qpn = acc.qpn;
+  hello.server_rkey = acc.rmb_rkey;
+  hello.server_vaddr = acc.rmb_vaddr;
+  hello.client_qpn = random_nonzero_u24();
+  hello.client_rkey = fs->rmb.rkey;
+  hello.client_vaddr = fs->rmb.vaddr;
+  hello.client_rmb_size = fs->rmb.size;
+  int server_rmb_fd = -1;
+  fs->link = shm_connect(acc.gid, hello, fs->rmb.handle, deadline, &server_rmb_fd);
+  if (!fs->link) return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
+  shm_release_handle(&fs->rmb);  // the server holds its own reference now
+  fs->peer.rkey = acc.rmb_rkey;
+  fs->peer.vaddr = acc.rmb_vaddr;
+  if (!shm_map_remote(server_rmb_fd, peer_size, &fs->peer))
+    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  fs->gid = id.gid;
+  fs->mac = id.mac;
+  fs->qpn = hello.client_qpn;
+  fs->psn = random_nonzero_u24();
+  fs->mtu_code = acc.mtu_code;
+  return std::nullopt;
+}
+
+#ifdef SMCR_HAVE_VERBS
+// The verbs fabric, client side, after the Accept: QP, RMB registered in its
+// PD, QP to RTR/RTS against the server's QPN/PSN/GID.
+static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPort& port, const clc::AcceptConfirm& acc,
+                                                   uint32_t peer_size, int64_t deadline, FabricSetup* fs) {
+  std::string why;
+  auto link = VerbsLink::create(port, &why);
+  if (!link) {
+    SMCR_LOG(1, "verbs: %s", why.c_str());
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+  }
+  VerbsLink* v = link.get();
+  fs->link = std::move(link);
+  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb))
+    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  fs->mtu_code = std::min(acc.mtu_code, v->mtu_code());
+  if (!v->connect(acc.gid, acc.qpn, acc.psn, fs->mtu_code, &why)) {
+    SMCR_LOG(1, "verbs: %s", why.c_str());
+    return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
+  }
+  fs->peer.rkey = acc.rmb_rkey;
+  fs->peer.vaddr = acc.rmb_vaddr + uint64_t{acc.rmbe_index - 1u} * peer_size;
+  fs->peer.size = peer_size;
+  fs->gid = v->gid();
+  fs->mac = v->mac();
+  fs->qpn = v->qpn();
+  fs->psn = v->psn();
+  return std::nullopt;
+}
+#endif
+
 HandshakeOutcome clc_client(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
 
+  // The Proposal names one GID: ours on the shm fabric for a peer on this
+  // host, the RoCE v2 GID of our interface otherwise (or when told to).
   clc::Proposal prop;
   prop.peer_id = id.peer_id;
   prop.gid = id.gid;
   prop.mac = id.mac;
+#ifdef SMCR_HAVE_VERBS
+  std::optional<VerbsPort> port;
+  bool want_verbs = fabric_preference() == FabricPreference::kVerbs ||
+                    (fabric_preference() == FabricPreference::kAuto && !peer_is_this_host(fd));
+  if (want_verbs) port = verbs_port_for(fd);
+  if (port) {
+    prop.gid = port->gid;
+    prop.mac = port->mac;
+  }
+#endif
   fill_ip_area(fd, &prop);
   if (!send_all(fd, clc::encode(prop), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
@@ -308,8 +492,6 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
     return decline(fd, clc::decline::kProtocolError,
                    err == clc::DecodeError::kReservedValue ? Fallback::kReservedValue : Fallback::kProtocolError, deadline);
   }
-  if (!shm_gid_is_local(acc->gid))
-    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
   if (!acc->first_contact) {
     // We never keep a link group across connections yet: an F=0 Accept
     // names a link we do not have (RFC C.4).
@@ -323,90 +505,126 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   auto peer_size = rmb::decode_size(acc->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
 
-  RmbGuard local;
-  if (!shm_alloc_rmb(cfg.rmb_size, &local.rmb)) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
-  ShmHello hello;
-  hello.server_qpn = acc->qpn;
-  hello.server_rkey = acc->rmb_rkey;
-  hello.server_vaddr = acc->rmb_vaddr;
-  hello.client_qpn = random_nonzero_u24();
-  hello.client_rkey = local.rmb.rkey;
-  hello.client_vaddr = local.rmb.vaddr;
-  hello.client_rmb_size = local.rmb.size;
-  int server_rmb_fd = -1;
-  std::unique_ptr<ShmLink> link = shm_connect(acc->gid, hello, local.rmb.handle, deadline, &server_rmb_fd);
-  if (!link) return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
-  shm_release_handle(&local.rmb);  // the server holds its own reference now
-  RemoteRmb peer;
-  peer.rkey = acc->rmb_rkey;
-  peer.vaddr = acc->rmb_vaddr;
-  if (!shm_map_remote(server_rmb_fd, *peer_size, &peer))
-    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  FabricSetup fs;
+  std::optional<HandshakeOutcome> failed;
+  if (shm_gid_is_local(acc->gid)) {
+    failed = shm_client_setup(fd, *acc, *peer_size, deadline, &fs);
+#ifdef SMCR_HAVE_VERBS
+  } else if (port) {
+    failed = verbs_client_setup(fd, *port, *acc, *peer_size, deadline, &fs);
+#endif
+  } else {
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+  }
+  if (failed) return *failed;
 
   clc::AcceptConfirm conf;
   conf.type = clc::Type::kConfirm;
   conf.peer_id = id.peer_id;
-  conf.gid = id.gid;
-  conf.mac = id.mac;
-  conf.qpn = hello.client_qpn;
-  conf.rmb_rkey = local.rmb.rkey;
+  conf.gid = fs.gid;
+  conf.mac = fs.mac;
+  conf.qpn = fs.qpn;
+  conf.rmb_rkey = fs.rmb.rkey;
   conf.rmbe_index = 1;
   conf.rmbe_alert_token = random_u32() | 1;
-  conf.rmbe_size_code = rmb::encode_size(local.rmb.size);
-  conf.mtu_code = acc->mtu_code;
-  conf.rmb_vaddr = local.rmb.vaddr;
-  conf.psn = random_nonzero_u24();
-  if (!send_all(fd, clc::encode(conf), deadline)) {
-    shm_unmap_remote(&peer);
-    return terminate(Fallback::kTimeout, ETIMEDOUT);
-  }
+  conf.rmbe_size_code = rmb::encode_size(fs.rmb.size);
+  conf.mtu_code = fs.mtu_code;
+  conf.rmb_vaddr = fs.rmb.vaddr;
+  conf.psn = fs.psn;
+  if (!send_all(fd, clc::encode(conf), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
-  // First contact: wait for the server's CONFIRM LINK on the new link, or a
-  // Decline on TCP (the server may still fall back until it has sent it).
-  int64_t llc_deadline = sys::now_ms() + cfg.llc_timeout_ms;
-  for (;;) {
-    int64_t left = llc_deadline - sys::now_ms();
-    pollfd p[2] = {{link->notify_fd(), POLLIN, 0}, {fd, POLLIN, 0}};
-    int n = left > 0 ? sys::poll(p, 2, static_cast<int>(left)) : 0;
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      shm_unmap_remote(&peer);
-      return decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
-    }
-    if (p[1].revents) {
-      Recv rr = recv_clc(fd, sys::now_ms() + 1000, &msg, &h);
-      shm_unmap_remote(&peer);
-      return from_unexpected(fd, rr, msg, h, deadline, "CONFIRM LINK");
-    }
-    uint8_t raw[kLinkMessageLen];
-    if (!link->wait_message(raw, 0)) {
-      shm_unmap_remote(&peer);
-      return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
-    }
-    auto m = llc::decode(raw);
-    auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
-    if (!cl || cl->reply || cl->sender_qpn != acc->qpn || !same_id(cl->sender_gid, acc->gid)) {
-      shm_unmap_remote(&peer);
-      return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
-    }
-    llc::ConfirmLink reply;
-    reply.reply = true;
-    reply.sender_mac = id.mac;
-    reply.sender_gid = id.gid;
-    reply.sender_qpn = hello.client_qpn;
-    reply.link_num = cl->link_num;
-    reply.link_user_id = random_u32();
-    reply.max_links = cl->max_links;
-    if (!link->post_message(llc::encode(reply))) {
-      shm_unmap_remote(&peer);
-      return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
-    }
-    counters().llc_received.fetch_add(1);
-    counters().llc_sent.fetch_add(1);
-    return establish(Role::kClient, acc->peer_id, std::move(link), cl->link_num, &local.rmb, peer,
-                     conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
-  }
+  HandshakeOutcome failure;
+  auto cl = await_confirm_link(fd, fs.link.get(), *acc, deadline, &failure);
+  if (!cl) return failure;
+  llc::ConfirmLink reply;
+  reply.reply = true;
+  reply.sender_mac = fs.mac;
+  reply.sender_gid = fs.gid;
+  reply.sender_qpn = fs.qpn;
+  reply.link_num = cl->link_num;
+  reply.link_user_id = random_u32();
+  reply.max_links = cl->max_links;
+  if (!fs.link->post_message(llc::encode(reply)))
+    return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
+  counters().llc_sent.fetch_add(1);
+  HandshakeOutcome o = establish(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, &fs.rmb, fs.peer,
+                                 conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
+  fs.peer = RemoteRmb{};  // owned by the connection now
+  return o;
 }
+
+// --------------------------------------------------------------- server
+
+// The shm fabric, server side, before the Accept: our RMB and a pending
+// rendezvous that only the holder of this Accept can claim.
+static std::optional<HandshakeOutcome> shm_server_prepare(int fd, int64_t deadline, FabricSetup* fs) {
+  if (!Engine::get().serve_shm_rendezvous())
+    return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
+  if (!shm_alloc_rmb(handshake_config().rmb_size, &fs->rmb))
+    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  fs->qpn = ShmRendezvous::instance().expect(fs->rmb.rkey, fs->rmb.vaddr, fs->rmb.handle);
+  fs->gid = shm_identity().gid;
+  fs->mac = shm_identity().mac;
+  fs->psn = random_nonzero_u24();
+  fs->mtu_code = 5;
+  return std::nullopt;
+}
+
+// After the Confirm: the client's rendezvous must match what it confirmed.
+static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::AcceptConfirm& conf, const clc::Gid& proposed_gid,
+                                                    uint32_t peer_size, int64_t deadline, FabricSetup* fs) {
+  ShmRendezvous::Pending arrived;
+  if (!ShmRendezvous::instance().wait_arrival(fs->qpn, deadline, &arrived))
+    return decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
+  fs->link = std::make_unique<ShmLink>(arrived.link_fd);
+  shm_release_handle(&fs->rmb);  // passed to the client; the mapping stays
+  if (arrived.hello.client_qpn != conf.qpn || arrived.hello.client_rkey != conf.rmb_rkey ||
+      arrived.hello.client_vaddr != conf.rmb_vaddr || peer_size != arrived.hello.client_rmb_size ||
+      !same_id(conf.gid, proposed_gid)) {
+    sys::close(arrived.client_rmb_fd);
+    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  }
+  fs->peer.rkey = conf.rmb_rkey;
+  fs->peer.vaddr = conf.rmb_vaddr;
+  if (!shm_map_remote(arrived.client_rmb_fd, peer_size, &fs->peer))
+    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  return std::nullopt;
+}
+
+#ifdef SMCR_HAVE_VERBS
+static std::optional<HandshakeOutcome> verbs_server_prepare(int fd, const VerbsPort& port, int64_t deadline, FabricSetup* fs) {
+  std::string why;
+  auto link = VerbsLink::create(port, &why);
+  if (!link) {
+    SMCR_LOG(1, "verbs: %s", why.c_str());
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+  }
+  VerbsLink* v = link.get();
+  fs->link = std::move(link);
+  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb))
+    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  fs->gid = v->gid();
+  fs->mac = v->mac();
+  fs->qpn = v->qpn();
+  fs->psn = v->psn();
+  fs->mtu_code = v->mtu_code();
+  return std::nullopt;
+}
+
+static std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::AcceptConfirm& conf, uint32_t peer_size,
+                                                      int64_t deadline, FabricSetup* fs) {
+  auto* v = static_cast<VerbsLink*>(fs->link.get());
+  std::string why;
+  if (!v->connect(conf.gid, conf.qpn, conf.psn, std::min(conf.mtu_code, v->mtu_code()), &why)) {
+    SMCR_LOG(1, "verbs: %s", why.c_str());
+    return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
+  }
+  fs->peer.rkey = conf.rmb_rkey;
+  fs->peer.vaddr = conf.rmb_vaddr + uint64_t{conf.rmbe_index - 1u} * peer_size;
+  fs->peer.size = peer_size;
+  return std::nullopt;
+}
+#endif
 
 HandshakeOutcome clc_server(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
@@ -426,91 +644,99 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
   }
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
-  if (!shm_gid_is_local(prop->gid)) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
-  if (!Engine::get().serve_shm_rendezvous())
-    return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
 
-  RmbGuard local;
-  if (!shm_alloc_rmb(cfg.rmb_size, &local.rmb)) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
-  auto& rv = ShmRendezvous::instance();
-  uint32_t qpn = rv.expect(local.rmb.rkey, local.rmb.vaddr, local.rmb.handle);
+  // The server follows the fabric the client's GID names.
+  FabricSetup fs;
+  std::optional<HandshakeOutcome> failed;
+  bool shm = shm_gid_is_local(prop->gid);
+  if (shm) {
+    failed = shm_server_prepare(fd, deadline, &fs);
+  } else {
+#ifdef SMCR_HAVE_VERBS
+    auto port = verbs_port_for(fd);
+    if (!port) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+    failed = verbs_server_prepare(fd, *port, deadline, &fs);
+#else
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+#endif
+  }
+  if (failed) return *failed;
+  // A pending shm rendezvous must not outlive a failed handshake.
+  struct Abandon {
+    bool active;
+    uint32_t qpn;
+    ~Abandon() {
+      ShmRendezvous::Pending gone;
+      if (active && ShmRendezvous::instance().wait_arrival(qpn, 0, &gone)) {
+        sys::close(gone.link_fd);
+        sys::close(gone.client_rmb_fd);
+      }
+    }
+  } abandon{shm, fs.qpn};
 
   clc::AcceptConfirm acc;
   acc.type = clc::Type::kAccept;
   acc.first_contact = true;
   acc.peer_id = id.peer_id;
-  acc.gid = id.gid;
-  acc.mac = id.mac;
-  acc.qpn = qpn;
-  acc.rmb_rkey = local.rmb.rkey;
+  acc.gid = fs.gid;
+  acc.mac = fs.mac;
+  acc.qpn = fs.qpn;
+  acc.rmb_rkey = fs.rmb.rkey;
   acc.rmbe_index = 1;
   acc.rmbe_alert_token = random_u32() | 1;
-  acc.rmbe_size_code = rmb::encode_size(local.rmb.size);
-  acc.mtu_code = 5;
-  acc.rmb_vaddr = local.rmb.vaddr;
-  acc.psn = random_nonzero_u24();
-  ShmRendezvous::Pending arrived;
-  auto abandon = [&] { rv.wait_arrival(qpn, 0, &arrived) && (sys::close(arrived.link_fd), sys::close(arrived.client_rmb_fd), true); };
-  if (!send_all(fd, clc::encode(acc), deadline)) {
-    abandon();
-    return terminate(Fallback::kTimeout, ETIMEDOUT);
-  }
+  acc.rmbe_size_code = rmb::encode_size(fs.rmb.size);
+  acc.mtu_code = fs.mtu_code;
+  acc.rmb_vaddr = fs.rmb.vaddr;
+  acc.psn = fs.psn;
+  if (!send_all(fd, clc::encode(acc), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
   r = recv_clc(fd, deadline, &msg, &h);
-  if (r != Recv::kMessage || h.type != clc::Type::kConfirm) {
-    abandon();
-    return from_unexpected(fd, r, msg, h, deadline, "SMC Confirm");
-  }
+  if (r != Recv::kMessage || h.type != clc::Type::kConfirm) return from_unexpected(fd, r, msg, h, deadline, "SMC Confirm");
   auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
-  if (!conf) {
-    abandon();
+  if (!conf)
     return decline(fd, clc::decline::kProtocolError,
                    err == clc::DecodeError::kReservedValue ? Fallback::kReservedValue : Fallback::kProtocolError, deadline);
-  }
-  if (!rv.wait_arrival(qpn, deadline, &arrived))
-    return decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
-  auto link = std::make_unique<ShmLink>(arrived.link_fd);
-  shm_release_handle(&local.rmb);  // passed to the client; the mapping stays
   auto peer_size = rmb::decode_size(conf->rmbe_size_code);
-  if (arrived.hello.client_qpn != conf->qpn || arrived.hello.client_rkey != conf->rmb_rkey ||
-      arrived.hello.client_vaddr != conf->rmb_vaddr || !peer_size || *peer_size != arrived.hello.client_rmb_size ||
-      !same_id(conf->gid, prop->gid)) {
-    sys::close(arrived.client_rmb_fd);
-    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+  if (shm) {
+    failed = shm_server_complete(fd, *conf, prop->gid, *peer_size, deadline, &fs);
+    abandon.active = false;
+#ifdef SMCR_HAVE_VERBS
+  } else {
+    failed = verbs_server_complete(fd, *conf, *peer_size, deadline, &fs);
+#endif
   }
-  RemoteRmb peer;
-  peer.rkey = conf->rmb_rkey;
-  peer.vaddr = conf->rmb_vaddr;
-  if (!shm_map_remote(arrived.client_rmb_fd, *peer_size, &peer))
-    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  if (failed) return *failed;
 
   llc::ConfirmLink req;
-  req.sender_mac = id.mac;
-  req.sender_gid = id.gid;
-  req.sender_qpn = qpn;
+  req.sender_mac = fs.mac;
+  req.sender_gid = fs.gid;
+  req.sender_qpn = fs.qpn;
   req.link_num = 1;
   req.link_user_id = random_u32();
   req.max_links = 2;
-  if (!link->post_message(llc::encode(req))) {
-    shm_unmap_remote(&peer);
+  if (!fs.link->post_message(llc::encode(req)))
     return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
-  }
   counters().llc_sent.fetch_add(1);
   uint8_t raw[kLinkMessageLen];
   // RFC C.7.1: a first link whose CONFIRM LINK is not answered ends the TCP connection.
-  if (!link->wait_message(raw, cfg.llc_timeout_ms)) {
-    shm_unmap_remote(&peer);
-    return terminate(Fallback::kTimeout, ETIMEDOUT);
+  int64_t llc_deadline = sys::now_ms() + cfg.llc_timeout_ms;
+  bool got = false;
+  while (!got && !fs.link->failed()) {
+    int64_t left = llc_deadline - sys::now_ms();
+    if (left <= 0) break;
+    got = fs.link->wait_message(raw, static_cast<int>(left));
   }
+  if (!got) return terminate(Fallback::kTimeout, ETIMEDOUT);
   auto m = llc::decode(raw);
   auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
-  if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn) {
-    shm_unmap_remote(&peer);
+  if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn)
     return terminate(Fallback::kProtocolError, ECONNRESET);
-  }
   counters().llc_received.fetch_add(1);
-  return establish(Role::kServer, prop->peer_id, std::move(link), 1, &local.rmb, peer, acc.rmbe_alert_token,
-                   conf->rmbe_alert_token, fd);
+  HandshakeOutcome o = establish(Role::kServer, prop->peer_id, std::move(fs.link), 1, &fs.rmb, fs.peer,
+                                 acc.rmbe_alert_token, conf->rmbe_alert_token, fd);
+  fs.peer = RemoteRmb{};
+  return o;
 }
 
 }  // namespace smcr
