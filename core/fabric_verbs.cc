@@ -155,6 +155,7 @@ struct CachedDevice {
 // memory registrations hang off them, and a context is cheap to keep.
 struct DeviceCache {
   std::mutex mu;
+  pid_t pid = 0;  // contexts inherited over fork() are not usable in the child
   std::vector<CachedDevice> devices;
   int64_t last_scan_ms = -1;
   std::string scan_error;
@@ -169,6 +170,14 @@ DeviceCache& device_cache() {
 // rate-limited because a host without RDMA would otherwise rescan on every
 // connection.
 void scan_devices_locked(DeviceCache& c, bool force) {
+  pid_t pid = getpid();
+  if (c.pid != pid) {
+    // A forked child reopens its devices; the parent's contexts are left
+    // alone (closing them here would tear down the parent's shared state).
+    c.pid = pid;
+    c.devices.clear();
+    c.last_scan_ms = -1;
+  }
   int64_t now = sys::now_ms();
   if (!force && c.last_scan_ms >= 0 && now - c.last_scan_ms < 1000) return;
   c.last_scan_ms = now;
@@ -268,6 +277,8 @@ bool complete_port(ibv_context* ctx, const std::string& dev, uint8_t port, int g
                      errstr(rc) + ")");
     return false;
   }
+  if (ge.gid_type != IBV_GID_TYPE_ROCE_V2)
+    SMCR_LOG(1, "verbs: %s GID index %d is not RoCE v2 (type %u)", dev.c_str(), gid_index, ge.gid_type);
   vp->context = ctx;
   vp->port = port;
   vp->gid_index = gid_index;
@@ -294,9 +305,7 @@ std::string sysfs_counter_path(const VerbsPort& p, const char* sub, const char* 
   return sysfs_port_dir(p.device, p.port) + "/" + sub + "/" + name;
 }
 
-// ---------------------------------------------------------------- work requests
-
-uint64_t wr_seq_none = 0;  // unsignaled WRs carry no id
+constexpr uint64_t kUnsignaledWrId = 0;  // signaled WRs carry their sequence number (>= 1)
 
 }  // namespace
 
@@ -638,10 +647,12 @@ bool VerbsLink::connect(const clc::Gid& remote_gid, uint32_t remote_qpn, uint32_
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
   s.sq_psn = psn_;
-  // 4.096 us * 2^14 = 67 ms local ACK timeout, 7 retries: a dead peer is
+  // 4.096 us * 2^14 = 67 ms local ACK timeout, 6 retries: a dead peer is
   // detected in about half a second, long enough for a busy soft-RoCE peer.
+  // Not 7: rxe treats retry_cnt 7 as "retry forever" (rxe_comp.c only
+  // decrements when != 7), so a dead peer would never surface as an error.
   s.timeout = 14;
-  s.retry_cnt = 7;
+  s.retry_cnt = 6;
   s.rnr_retry = 7;  // 7 = retry forever: RNR means "slow", not "dead"
   s.max_rd_atomic = 1;
   rc = ibv_modify_qp(qp_, &s,
@@ -774,8 +785,7 @@ bool VerbsLink::reap_send_locked(bool* progressed) {
   return !failed();
 }
 
-bool VerbsLink::post_send_locked(void* wr_ptr) {
-  auto* wr = static_cast<ibv_send_wr*>(wr_ptr);
+bool VerbsLink::wait_room_locked() {
   if (failed()) return false;
   int64_t deadline = -1;
   int sleep_us = 20;
@@ -796,10 +806,16 @@ bool VerbsLink::post_send_locked(void* wr_ptr) {
     nanosleep(&ts, nullptr);
     sleep_us = std::min(sleep_us * 2, 1000);
   }
+  return true;
+}
+
+bool VerbsLink::post_send_locked(void* wr_ptr) {
+  auto* wr = static_cast<ibv_send_wr*>(wr_ptr);
+  if (!wait_room_locked()) return false;
   uint64_t seq = send_seq_ + 1;
   uint64_t outstanding = seq - completed_seq_;
   bool signal = seq - last_signaled_seq_ >= kSignalEvery || outstanding + kSignalEvery >= kSendDepth;
-  wr->wr_id = signal ? seq : wr_seq_none;
+  wr->wr_id = signal ? seq : kUnsignaledWrId;
   if (signal) wr->send_flags |= IBV_SEND_SIGNALED;
   wr->next = nullptr;
   ibv_send_wr* bad = nullptr;
@@ -859,8 +875,9 @@ bool VerbsLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
     sge.addr = reinterpret_cast<uint64_t>(msg.data());
     wr.send_flags = IBV_SEND_INLINE;
   } else {
-    // Slot of the WR about to be posted: reused only kSendDepth WRs later,
-    // when post_send_locked has proven this one complete.
+    // The slot of the WR about to be posted was last used kSendDepth WRs
+    // ago; once there is SQ room, that WR is complete and the slot free.
+    if (!wait_room_locked()) return false;
     uint8_t* slot = ring_ + (static_cast<size_t>(kRecvDepth) + (send_seq_ + 1) % kSendDepth) * kSlotSize;
     std::memcpy(slot, msg.data(), msg.size());
     sge.addr = reinterpret_cast<uint64_t>(slot);
@@ -927,8 +944,9 @@ bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& o
       }
       uint32_t slot = static_cast<uint32_t>(wc[i].wr_id);
       c_msgs_recv_.fetch_add(1, std::memory_order_relaxed);
-      if (!failed())
-        on_message(std::span<const uint8_t>(ring_ + static_cast<size_t>(slot) * kSlotSize, wc[i].byte_len));
+      // Delivered even after a failure: RC placed it completely and in
+      // order, and it may carry the cursor that makes received data readable.
+      on_message(std::span<const uint8_t>(ring_ + static_cast<size_t>(slot) * kSlotSize, wc[i].byte_len));
       // Reposted only after the callback: it reads the slot in place.
       if (!failed() && !post_recv(slot)) fail("ibv_post_recv failed");
     }
@@ -939,12 +957,22 @@ bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& o
 
 bool VerbsLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
   std::lock_guard<std::mutex> lock(drain_mu_);
+  return drain_locked(on_message);
+}
+
+bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>& on_message) {
   while (!pending_.empty()) {
     auto m = pending_.front();
     pending_.pop_front();
     on_message(std::span<const uint8_t>(m.data() + 1, m[0]));
   }
-  if (failed()) return false;
+  {
+    // Send errors first: when the peer is gone, the retry-exceeded error of
+    // our own WR names the cause, and the receive flushes it triggers do not.
+    std::unique_lock<std::mutex> sq(sq_mu_, std::try_to_lock);
+    bool progressed;
+    if (sq.owns_lock()) reap_send_locked(&progressed);
+  }
   for (;;) {
     ibv_cq* cq = nullptr;
     void* cq_ctx = nullptr;
@@ -956,7 +984,7 @@ bool VerbsLink::drain_messages(const std::function<void(std::span<const uint8_t>
   for (;;) {
     bool got = false;
     if (!poll_recv(on_message, &got)) return false;
-    if (armed_) break;
+    if (armed_ || failed()) break;
     // Re-arm, then poll once more: a completion that landed between the
     // last poll and the re-arm raised no event and would otherwise wait.
     if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
@@ -968,42 +996,37 @@ bool VerbsLink::drain_messages(const std::function<void(std::span<const uint8_t>
     if (!got) break;
     armed_ = false;  // harmless double arm; loop to poll until empty
   }
-  {
-    // Send errors (e.g. retry exceeded) surface here too; a sender holding
-    // the SQ lock reaps them itself.
-    std::unique_lock<std::mutex> sq(sq_mu_, std::try_to_lock);
-    bool progressed;
-    if (sq.owns_lock()) reap_send_locked(&progressed);
-  }
   return !failed();
 }
 
 bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
   int64_t deadline = sys::now_ms() + std::max(timeout_ms, 0);
+  std::unique_lock<std::mutex> lock(drain_mu_);
   for (;;) {
-    std::vector<std::array<uint8_t, kSlotSize + 1>> got;
-    bool ok = drain_messages([&](std::span<const uint8_t> m) {
+    // Everything drained lands in pending_ (under the lock, so a concurrent
+    // drain_messages cannot reorder it); the first one is ours.
+    bool ok = drain_locked([this](std::span<const uint8_t> m) {
       std::array<uint8_t, kSlotSize + 1> a{};
       a[0] = static_cast<uint8_t>(std::min<size_t>(m.size(), kSlotSize));
       std::memcpy(a.data() + 1, m.data(), a[0]);
-      got.push_back(a);
+      pending_.push_back(a);
     });
-    if (!got.empty()) {
-      {
-        // drain delivered every queued message into `got`: keep the rest for later.
-        std::lock_guard<std::mutex> lock(drain_mu_);
-        pending_.insert(pending_.begin(), got.begin() + 1, got.end());
-      }
-      if (got[0][0] != kLinkMessageLen) return false;
-      std::memcpy(out, got[0].data() + 1, kLinkMessageLen);
+    if (!pending_.empty()) {
+      auto first = pending_.front();
+      pending_.pop_front();
+      if (first[0] != kLinkMessageLen) return false;
+      std::memcpy(out, first.data() + 1, kLinkMessageLen);
       return true;
     }
     if (!ok) return false;
     int64_t left = deadline - sys::now_ms();
     if (left <= 0) return false;
+    lock.unlock();
     pollfd p{channel_->fd, POLLIN, 0};
     int r = sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno != EINTR) return false;
+    int e = errno;
+    lock.lock();
+    if (r < 0 && e != EINTR) return false;
   }
 }
 
@@ -1018,6 +1041,28 @@ VerbsLinkCounters VerbsLink::counters() const {
   c.sq_full_waits = c_sq_waits_.load(std::memory_order_relaxed);
   c.cq_events = c_cq_events_.load(std::memory_order_relaxed);
   return c;
+}
+
+std::optional<VerbsQpInfo> VerbsLink::query_qp() const {
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (ibv_query_qp(qp_, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_TIMEOUT |
+                                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_CAP,
+                   &ia) != 0)
+    return std::nullopt;
+  static const char* const kStates[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  VerbsQpInfo q;
+  q.state = a.qp_state <= IBV_QPS_ERR ? kStates[a.qp_state] : "?";
+  q.path_mtu_code = static_cast<uint8_t>(a.path_mtu);
+  q.traffic_class = a.ah_attr.grh.traffic_class;
+  q.sgid_index = a.ah_attr.grh.sgid_index;
+  q.hop_limit = a.ah_attr.grh.hop_limit;
+  q.dest_qpn = a.dest_qp_num;
+  q.timeout = a.timeout;
+  q.retry_cnt = a.retry_cnt;
+  q.rnr_retry = a.rnr_retry;
+  q.max_inline_data = max_inline_;
+  return q;
 }
 
 bool VerbsLink::force_error_for_test() {

@@ -87,6 +87,10 @@ uint8_t verbs_traffic_class();
 // counters under ports/<p>/counters (port_xmit_data/port_rcv_data count
 // 4-octet words) and the driver's hw_counters (per port, else per device).
 // Named counters that the device does not have read "not provided".
+// rxe has no PMA (no process_mad), so no counters/ directory at all: its
+// port_*_data are "not provided"; its hw_counters sent_pkts/rcvd_pkts count
+// RoCE packets (data, ACKs, loopback included), e.g. +2354 each for 1 MiB in
+// 239 WRITEs + 478 SENDs at path MTU 1024 on one rxe device.
 std::string verbs_port_counters(const VerbsPort& port);
 // One counter by file name, from counters/ then hw_counters/; nullopt if absent.
 std::optional<uint64_t> verbs_port_counter(const VerbsPort& port, const char* name);
@@ -110,10 +114,26 @@ struct VerbsLinkCounters {
   uint64_t cq_events = 0;          // completion-channel events consumed
 };
 
+// What the QP really holds (ibv_query_qp), for diagnostics and tests.
+struct VerbsQpInfo {
+  const char* state = "?";  // "INIT", "RTR", "RTS", "ERR", ...
+  uint8_t path_mtu_code = 0;
+  uint8_t traffic_class = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 0;
+  uint32_t dest_qpn = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+  uint32_t max_inline_data = 0;
+};
+
 class VerbsLink final : public Link {
  public:
   static constexpr uint32_t kSendDepth = 256;  // SQ WRs (writes + messages)
-  static constexpr uint32_t kRecvDepth = 64;   // posted 64-byte receive slots
+  // As deep as the peer's SQ, so a peer with a full SQ of SENDs meets no RNR
+  // while our engine is between drains.
+  static constexpr uint32_t kRecvDepth = 256;  // posted 64-byte receive slots
   static constexpr uint32_t kSignalEvery = 16;
   static constexpr uint32_t kSlotSize = 64;    // > 44 so an oversized SEND is seen, not a QP error
   static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
@@ -165,6 +185,7 @@ class VerbsLink final : public Link {
   // Why the link failed (first error completion or post failure), or "".
   std::string failure_reason() const;
   VerbsLinkCounters counters() const;
+  std::optional<VerbsQpInfo> query_qp() const;
   // Test hook: moves the QP to the error state, as a dying peer/port would.
   bool force_error_for_test();
 
@@ -184,6 +205,9 @@ class VerbsLink final : public Link {
   bool init(std::string* why);
   // Posts one send WR under sq_mu_ (held by the caller), waiting for room.
   bool post_send_locked(void* wr);
+  // Waits (bounded, reaping send completions) until one more WR fits.
+  bool wait_room_locked();
+  bool drain_locked(const std::function<void(std::span<const uint8_t>)>& on_message);
   bool reap_send_locked(bool* progressed);
   bool post_recv(uint32_t slot);
   // Polls the receive CQ; delivers into on_message. False on link failure.

@@ -249,6 +249,7 @@ struct FabricSetup {
 
 bool same_id(const clc::Gid& a, const clc::Gid& b) { return a == b; }
 
+#ifdef SMCR_HAVE_VERBS
 enum class FabricPreference { kAuto, kShm, kVerbs };
 
 // SMCR_FABRIC=auto (default: shm between processes of this host, verbs to
@@ -290,7 +291,6 @@ bool peer_is_this_host(int fd) {
   return false;
 }
 
-#ifdef SMCR_HAVE_VERBS
 std::optional<VerbsPort> verbs_port_for(int fd) {
   if (fabric_preference() == FabricPreference::kShm) return std::nullopt;
   sockaddr_storage local{};
