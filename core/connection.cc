@@ -20,6 +20,8 @@ namespace {
 constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
 // PeerCloseWait / PeerAbortWait timer (RFC 4.8: like FIN_WAIT_2; no number given).
 constexpr int64_t kCloseTimeoutMs = 10000;
+// How long a C/A may trail the peer's TCP FIN/RST on the fabric.
+constexpr int64_t kTcpGoneGraceMs = 1000;
 
 // Recycled connection shells: never freed, so a racing try_ref() on a stale
 // table pointer touches valid memory and fails cleanly.
@@ -127,7 +129,7 @@ void Connection::reset_fields() {
   sent_done_ = sent_close_ = sent_abort_ = false;
   peer_done_ = peer_closed_ = false;
   aborted_ = reset_reported_ = tcp_reset_ = link_dead_ = shut_rd_ = app_closed_ = released_ = false;
-  peer_lost_ = linger_abort_ = false;
+  peer_lost_ = linger_abort_ = tcp_gone_ = false;
   user_fds_.store(1);
   rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
   state_ = CloseState::kActive;
@@ -522,6 +524,7 @@ void Connection::release_resources_locked() {
   released_ = true;
   timer_deadline_.store(0);
   if (tcp_fd_ >= 0) {
+    Engine::get().unwatch_tcp(this);
     if (tcp_reset_) {
       linger l{1, 0};
       sys::setsockopt(tcp_fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
@@ -614,19 +617,34 @@ void Connection::on_cdc(const cdc::Message& m) {
 void Connection::on_link_failure() {
   std::lock_guard<std::mutex> lock(mu_);
   link_dead_ = true;
+  peer_lost_locked("link failed");
+}
+
+// Like a TCP peer that vanished: data already in our RMBE stays readable,
+// then calls fail with ECONNRESET. After a C either way there is nothing to report.
+void Connection::peer_lost_locked(const char* why) {
   if (released_ || state_ == CloseState::kClosed) return;
-  SMCR_LOG(1, "conn %08x: link failed in %s", local_token_, to_string(state_));
-  // Like a TCP peer that vanished: data already in our RMBE stays readable,
-  // then calls fail with ECONNRESET. After our own C there is nothing to report.
+  SMCR_LOG(1, "conn %08x: %s in %s", local_token_, why, to_string(state_));
   if (!sent_close_ && !sent_abort_ && !peer_closed_) {
     peer_lost_ = true;
     counters().aborts.fetch_add(1, std::memory_order_relaxed);
   }
   state_ = CloseState::kClosed;
   tcp_reset_ = true;
+  link_dead_ = true;  // never write into the peer's RMB again
   make_writable_locked();
   signal_reset_locked();
   if (app_closed_) release_resources_locked();
+}
+
+void Connection::on_tcp_peer_gone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (released_ || state_ == CloseState::kClosed || peer_closed_ || tcp_gone_) return;
+  // The peer's C or A may still be in flight on the fabric (it closes TCP
+  // right after posting it): give it a moment before declaring the peer lost.
+  tcp_gone_ = true;
+  timer_deadline_.store(sys::now_ms() + kTcpGoneGraceMs);
+  Engine::get().arm_timer(this);
 }
 
 void Connection::on_timer(int64_t now_ms) {
@@ -634,6 +652,10 @@ void Connection::on_timer(int64_t now_ms) {
   int64_t d = timer_deadline_.load();
   if (d == 0 || now_ms < d || released_) return;
   timer_deadline_.store(0);
+  if (tcp_gone_ && !peer_closed_ && state_ != CloseState::kClosed) {
+    peer_lost_locked("peer's TCP connection closed without an SMC-R close");
+    return;
+  }
   apply_close_event_locked(CloseEvent::kTimeout);
 }
 

@@ -85,6 +85,10 @@ class Connection {
   // --- engine side ---
   void on_cdc(const cdc::Message& m);
   void on_link_failure();
+  // Engine thread: the peer's TCP socket closed or reset (its process died, or
+  // its kernel aborted the connection). Unless the SMC-R close (C or A)
+  // arrives within a short grace period, the peer is treated as lost.
+  void on_tcp_peer_gone();
   // Returns true when the connection is done with its timer.
   void on_timer(int64_t now_ms);
   int64_t timer_deadline() const { return timer_deadline_.load(std::memory_order_relaxed); }
@@ -94,6 +98,7 @@ class Connection {
  private:
   Connection() = default;
   void reset_fields();
+  void peer_lost_locked(const char* why);
   void release_resources_locked();
   bool send_cdc_locked(bool done, bool close, bool abort);
   void apply_close_event_locked(CloseEvent e);
@@ -147,6 +152,7 @@ class Connection {
   bool tcp_reset_ = false;         // close the TCP socket with RST
   bool link_dead_ = false;
   bool peer_lost_ = false;         // link failed: readable data stays, then ECONNRESET
+  bool tcp_gone_ = false;          // the peer's TCP socket closed before its SMC-R close
   bool shut_rd_ = false;
   bool app_closed_ = false;
   bool released_ = false;

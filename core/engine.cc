@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -21,12 +22,13 @@ namespace smcr {
 
 namespace {
 
-enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup };
+enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp };
 
 struct Watch {
   WatchKind kind;
   int fd;
   LinkGroup* group = nullptr;
+  Connection* conn = nullptr;  // kTcp: referenced while the watch lives
 };
 
 }  // namespace
@@ -39,6 +41,8 @@ struct Engine::Impl {
   std::vector<LinkGroup*> add_queue;
   std::vector<LinkGroup*> retire_queue;
   std::vector<Connection*> timers;  // referenced
+  std::map<Connection*, Watch*> tcp_watches;
+  std::vector<Watch*> dead_watches;  // freed after the current epoll batch
   bool rendezvous_watched = false;
   std::set<Watch*> watches;
 };
@@ -110,6 +114,27 @@ void Engine::arm_timer(Connection* c) {
   wake(impl_->wake_fd);
 }
 
+void Engine::watch_tcp(Connection* c, int tcp_fd) {
+  c->ref();
+  auto* w = new Watch{WatchKind::kTcp, tcp_fd, nullptr, c};
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->tcp_watches[c] = w;
+  epoll_event ev{EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, tcp_fd, &ev);
+}
+
+void Engine::unwatch_tcp(Connection* c) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->tcp_watches.find(c);
+  if (it == impl_->tcp_watches.end()) return;
+  // The fd is still open here, so this removes exactly our registration. The
+  // watch may still sit in the batch being processed, so it is freed (and
+  // the connection unreferenced) after that batch.
+  epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, it->second->fd, nullptr);
+  impl_->dead_watches.push_back(it->second);
+  impl_->tcp_watches.erase(it);
+}
+
 bool Engine::serve_shm_rendezvous() {
   int fd = ShmRendezvous::instance().listener_fd();
   if (fd < 0) return false;
@@ -166,6 +191,20 @@ void Engine::loop() {
           }
           delete w;
           break;
+        case WatchKind::kTcp: {
+          bool active;
+          {
+            std::lock_guard<std::mutex> lock(im->mu);
+            auto it = im->tcp_watches.find(w->conn);
+            active = it != im->tcp_watches.end() && it->second == w;
+            if (active) {
+              im->tcp_watches.erase(it);
+              im->dead_watches.push_back(w);
+            }
+          }
+          if (active) w->conn->on_tcp_peer_gone();
+          break;
+        }
         case WatchKind::kGroup: {
           LinkGroup* g = w->group;
           if (g->failed()) break;
@@ -181,8 +220,10 @@ void Engine::loop() {
     }
     std::vector<LinkGroup*> adds, retires;
     std::vector<Connection*> due;
+    std::vector<Watch*> dead;
     {
       std::lock_guard<std::mutex> lock(im->mu);
+      dead.swap(im->dead_watches);
       adds.swap(im->add_queue);
       retires.swap(im->retire_queue);
       int64_t now = sys::now_ms();
@@ -206,6 +247,10 @@ void Engine::loop() {
         epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
         g->on_link_failure();
       }
+    }
+    for (Watch* w : dead) {
+      w->conn->unref();
+      delete w;
     }
     int64_t now = sys::now_ms();
     for (Connection* c : due) {

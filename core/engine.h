@@ -21,6 +21,11 @@ class Engine {
   // watching it and frees it on its own thread.
   void retire_group(LinkGroup* g);
   void arm_timer(Connection* c);
+  // Watches the connection's idle TCP socket for the peer's FIN/RST (its
+  // process died or its kernel reset the connection); unwatch_tcp before the
+  // socket is closed.
+  void watch_tcp(Connection* c, int tcp_fd);
+  void unwatch_tcp(Connection* c);
   // Makes sure the shared-memory rendezvous listener is being served.
   bool serve_shm_rendezvous();
 

@@ -26,6 +26,7 @@
 
 #include "bpf/option.h"
 #include "core/connection.h"
+#include "core/engine.h"
 #include "core/handshake.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -149,6 +150,7 @@ void install(int fd, Connection* c, const Reserved& r) {
   smcr::sys::setsockopt(r.app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   if (status & O_NONBLOCK) smcr::sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   c->set_tcp_fd(r.tcp);
+  smcr::Engine::get().watch_tcp(c, r.tcp);
   c->attach_fds(r.app_end, r.engine_end, status & O_NONBLOCK);
   Connection* old = fd_table().set(fd, c);
   if (old) old->unref();

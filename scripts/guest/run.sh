@@ -18,6 +18,9 @@
 #                 (repeatable); everything else of the host is read-only.
 #   --verbose     print a timing / QEMU RSS summary line on stderr at the end
 #                 (also SMCR_GUEST_VERBOSE=1).
+#   --nic-udp LPORT:RPORT --nic-ip A.B.C.D [--nic-mac MAC]  (for run-pair.sh)
+#                 add a virtio-net eth0 on a QEMU UDP socket netdev (127.0.0.1)
+#                 and put the only rxe device, rxe0, on it (instead of dummies).
 #
 # In the guest: the host's / is mounted read-only over virtio-9p and chroot'ed
 # into, so the checkout and every host binary are at the same paths (build on the
@@ -32,8 +35,8 @@
 # guest failed before/around the command (setup failure, kernel panic, no status),
 # 77 skipped (not root and qemu-system-x86_64 or the 6.12 kernel is missing; as
 # root, scripts/guest/install-guest-deps.sh is run instead).
-# On any non-zero exit the guest console log (kernel + setup messages) is printed
-# on stderr; on success only COMMAND's own output is printed.
+# On any non-zero exit but 77 the guest console log (kernel + setup messages) is
+# printed on stderr; on success only COMMAND's own output is printed.
 #
 # Addressing (--devices 2): rxe0/dummy0 10.9.0.1 (GID ::ffff:10.9.0.1),
 # rxe1/dummy1 10.9.1.1 (GID ::ffff:10.9.1.1). rxe delivers a packet locally only
@@ -60,7 +63,7 @@ INITRAMFS_FORMAT=3   # bump when the initramfs contents change
 # stdout/stderr of this stage go to the guest console.
 # =============================================================================
 guest_stage() {
-  local ndev=$1 limit=$2
+  local ndev=$1 limit=$2 nic_ip=${3:-}
   export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   export HOME=/tmp LANG=C.UTF-8 TERM=dumb
   up() { local u _; read -r u _ < /proc/uptime; echo "$u"; }
@@ -68,29 +71,47 @@ guest_stage() {
   die() { echo "smcr-guest: setup failed: $*"; echo "setup-failed $*" >&5; exit 125; }
 
   step "guest stage started"
+  # rxe<i> sits on NETDEV[i] with address ADDR[i]/24
+  local -a NETDEV=() ADDR=()
+  local i
+  if [ -n "$nic_ip" ]; then
+    NETDEV=(eth0) ADDR=("$nic_ip")
+  else
+    for ((i = 0; i < ndev; i++)); do NETDEV+=("dummy$i") ADDR+=("10.9.$i.1"); done
+  fi
+  ndev=${#NETDEV[@]}
 
   if [ "$ndev" -gt 0 ]; then
-    step "modprobe rdma_rxe dummy"
+    step "modprobe rdma_rxe dummy rdma_ucm"
     modprobe rdma_rxe || die "modprobe rdma_rxe"
     modprobe dummy numdummies=0 || die "modprobe dummy"
-    local i
+    modprobe rdma_ucm || die "modprobe rdma_ucm"   # /dev/infiniband/rdma_cm for librdmacm
     step "creating $ndev rxe device(s)"
     for ((i = 0; i < ndev; i++)); do
-      ip link add "dummy$i" type dummy || die "ip link add dummy$i"
-      ip addr add "10.9.$i.1/24" dev "dummy$i" || die "addr on dummy$i"
-      ip link set "dummy$i" up || die "dummy$i up"
-      rdma link add "rxe$i" type rxe netdev "dummy$i" || die "rdma link add rxe$i"
+      if [[ ${NETDEV[i]} == dummy* ]]; then
+        ip link add "${NETDEV[i]}" type dummy || die "ip link add ${NETDEV[i]}"
+      fi
+      ip addr add "${ADDR[i]}/24" dev "${NETDEV[i]}" || die "address on ${NETDEV[i]}"
+      ip link set "${NETDEV[i]}" up || die "${NETDEV[i]} up"
+      rdma link add "rxe$i" type rxe netdev "${NETDEV[i]}" || die "rdma link add rxe$i"
     done
     step "waiting for ACTIVE ports"
-    # Wait for every port ACTIVE and its IPv4-mapped RoCE v2 GID (index 1).
-    local t ok gid
+    # Wait for every port ACTIVE with the RoCE v2 IPv4-mapped GID of its address.
+    local t ok v f want o1 o2 o3 o4
+    local -a IDX=()
     for ((t = 0; t < 300; t++)); do
       ok=1
       for ((i = 0; i < ndev; i++)); do
-        gid=$(< "/sys/class/infiniband/rxe$i/ports/1/state") 2>/dev/null
-        [[ $gid == *ACTIVE* ]] || ok=0
-        gid=$(< "/sys/class/infiniband/rxe$i/ports/1/gids/1") 2>/dev/null
-        [[ $gid == 0000:0000:0000:0000:0000:ffff:* ]] || ok=0
+        v=$(< "/sys/class/infiniband/rxe$i/ports/1/state") 2>/dev/null
+        [[ $v == *ACTIVE* ]] || { ok=0; continue; }
+        IFS=. read -r o1 o2 o3 o4 <<<"${ADDR[i]}"
+        want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$o1" "$o2" "$o3" "$o4")
+        IDX[i]=""
+        for f in /sys/class/infiniband/rxe$i/ports/1/gids/*; do
+          v=$(< "$f") 2>/dev/null
+          [ "$v" = "$want" ] && { IDX[i]=${f##*/}; break; }
+        done
+        [ -n "${IDX[i]}" ] || ok=0
       done
       [ "$ok" = 1 ] && break
       sleep 0.1
@@ -100,7 +121,7 @@ guest_stage() {
       die "rxe ports not ACTIVE with an IPv4 GID after 30 s"
     fi
     for ((i = 0; i < ndev; i++)); do
-      step "rxe$i on dummy$i 10.9.$i.1 $(< /sys/class/infiniband/rxe$i/ports/1/state) gid[1]=$(< /sys/class/infiniband/rxe$i/ports/1/gids/1)"
+      step "rxe$i on ${NETDEV[i]} ${ADDR[i]} $(< /sys/class/infiniband/rxe$i/ports/1/state) gid[${IDX[i]}]=$(< /sys/class/infiniband/rxe$i/ports/1/gids/${IDX[i]})"
     done
   fi
 
@@ -111,7 +132,11 @@ guest_stage() {
   t0=$(up)
   uptime0=${t0%.*}
   limit=$((limit - uptime0))
-  [ "$limit" -gt 5 ] || die "no time left for the command (boot took ${t0}s)"
+  if [ "$limit" -le 5 ]; then
+    echo "smcr-guest: the guest needed ${t0}s to get ready: no time left for the command"
+    echo "cmd-timeout $limit" >&5
+    exit 124
+  fi
   echo "ready $t0" >&5
   echo "smcr-guest: ready at ${t0}s uptime; running the command (limit ${limit}s)"
 
@@ -135,7 +160,7 @@ guest_stage() {
     rc=124
     echo "cmd-timeout $limit" >&5
     echo "smcr-guest: the command did not finish within ${limit}s; processes:"
-    ps -eo pid,ppid,stat,wchan:32,etime,args 2>/dev/null
+    ps -ww --ppid 2 -p 2 --deselect -o pid,ppid,stat,wchan:32,etime,args 2>/dev/null
     echo "smcr-guest: blocked tasks (sysrq w):"
     echo w > /proc/sysrq-trigger 2>/dev/null
     kill -TERM -- "-$cpid" 2>/dev/null
@@ -155,9 +180,11 @@ fi
 # =============================================================================
 # Host side
 # =============================================================================
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
 TIMEOUT=300 DEVICES=1 MEM=1024 CPUS=2 VERBOSE=${SMCR_GUEST_VERBOSE:-0}
+NIC_UDP="" NIC_IP="" NIC_MAC=52:54:00:12:34:56
 RW_DIRS=()
-usage() { sed -n '2,/^set -uo/p' "$RUNSH" | sed -n 's/^# \{0,1\}//p' | sed -n '1,20p' >&2; exit 2; }
+usage() { sed -n '2,/^set -uo/p' "$RUNSH" | sed -n 's/^# \{0,1\}//p' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
@@ -171,6 +198,9 @@ while [ $# -gt 0 ]; do
     --rw) RW_DIRS+=("$(readlink -f "${2:?}")"); shift 2 ;;
     --rw=*) RW_DIRS+=("$(readlink -f "${1#*=}")"); shift ;;
     --verbose|-v) VERBOSE=1; shift ;;
+    --nic-udp) NIC_UDP=${2:?}; shift 2 ;;      # LPORT:RPORT (used by run-pair.sh)
+    --nic-ip) NIC_IP=${2:?}; shift 2 ;;
+    --nic-mac) NIC_MAC=${2:?}; shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown option '$1' (the command goes after --)" >&2; usage ;;
@@ -180,15 +210,24 @@ done
 for v in "$TIMEOUT" "$DEVICES" "$MEM" "$CPUS"; do
   [[ $v =~ ^[0-9]+$ ]] || { echo "run.sh: '$v' is not a number" >&2; exit 2; }
 done
+[ -z "$NIC_UDP" ] || [[ $NIC_UDP =~ ^[0-9]+:[0-9]+$ ]] || { echo "run.sh: --nic-udp LPORT:RPORT" >&2; exit 2; }
+[ -z "$NIC_IP" ] || [[ $NIC_IP =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "run.sh: --nic-ip A.B.C.D" >&2; exit 2; }
+[ -n "$NIC_IP" ] && [ -z "$NIC_UDP" ] && { echo "run.sh: --nic-ip needs --nic-udp" >&2; exit 2; }
 [ "$DEVICES" -le 8 ] || { echo "run.sh: --devices at most 8" >&2; exit 2; }
 [ "$TIMEOUT" -ge 20 ] || { echo "run.sh: --timeout at least 20 s" >&2; exit 2; }
 for d in "${RW_DIRS[@]}"; do
   [ -d "$d" ] || { echo "run.sh: --rw $d is not a directory" >&2; exit 2; }
-  case $d in /|/tmp|/tmp/*|/proc*|/sys*|/dev*|/run*) echo "run.sh: --rw $d not allowed" >&2; exit 2 ;; esac
+  case $d in /|/tmp|/proc*|/sys*|/dev*|/run*) echo "run.sh: --rw $d not allowed" >&2; exit 2 ;; esac
 done
 CWD=$(pwd -P)
 case $CWD in
-  /tmp|/tmp/*|/run|/run/*|/var/tmp|/var/tmp/*)
+  /tmp/*)
+    # The guest's /tmp is its own tmpfs; a checkout under the host's /tmp
+    # (e.g. a CI clone) is shared into it at the same path instead.
+    already=0
+    for d in "${RW_DIRS[@]}"; do case $CWD in "$d"|"$d"/*) already=1 ;; esac; done
+    [ "$already" = 1 ] || RW_DIRS+=("$CWD") ;;
+  /tmp|/run|/run/*|/var/tmp|/var/tmp/*)
     echo "run.sh: the cwd $CWD is hidden in the guest (tmpfs there); run from elsewhere" >&2; exit 2 ;;
 esac
 
@@ -255,11 +294,12 @@ ip link set lo up || fail "lo up"
 i=0
 while [ "$i" -lt "$NRW" ]; do
   eval "d=\$RW$i"
+  mkdir -p "/newroot$d" 2>/dev/null
   mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 "rw$i" "/newroot$d" || fail "mount rw$i on $d"
   i=$((i + 1))
 done
 exec 3>>/out/stdout 4>>/out/stderr 5>>/out/status 6</out/job.sh
-chroot /newroot /bin/bash "$RUNSH" --guest-stage "$DEVICES" "$CMD_LIMIT"
+chroot /newroot /bin/bash "$RUNSH" --guest-stage "$DEVICES" "$CMD_LIMIT" "$NIC_IP"
 rc=$?
 echo "rc $rc" >&5
 exec 3>&- 4>&- 5>&-
@@ -286,34 +326,42 @@ KEY=$( { echo "$INITRAMFS_FORMAT $KVER ${INITRD_MODS[*]}"; echo "$INIT_SCRIPT$MO
 INITRD="$CACHE/initramfs-$KVER-$KEY.cpio.gz"
 
 build_initramfs() {
-  local w
+  # (no `set -e` here: it is ignored in a function called from `||`)
+  local w m ko base
   w=$(mktemp -d "$CACHE/build.XXXXXX") || return 1
-  (
-    set -e
-    cd "$w"
-    mkdir -p root/bin root/sbin root/proc root/sys root/dev root/lib/modules root/newroot root/out
-    cp /bin/busybox root/bin/busybox
-    for a in sh mount insmod mkdir cat cut poweroff sleep sync chroot echo ip hostname; do ln -s busybox "root/bin/$a"; done
-    printf '%s' "$INIT_SCRIPT" > root/init
-    printf '%s' "$MODPROBE_SCRIPT" > root/sbin/modprobe
-    chmod 755 root/init root/sbin/modprobe
-    : > root/modules.order
-    for m in "${INITRD_MODS[@]}"; do
-      modprobe -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
-    done | awk '!seen[$0]++' | while read -r ko; do
-      base=$(basename "$ko"); base=${base%.xz}; base=${base%.zst}; base=${base%.gz}
-      case $ko in
-        *.xz) xz -dc "$ko" > "root/lib/modules/$base" ;;
-        *.zst) zstd -dqc "$ko" > "root/lib/modules/$base" ;;
-        *.gz) gzip -dc "$ko" > "root/lib/modules/$base" ;;
-        *) cp "$ko" "root/lib/modules/$base" ;;
-      esac
-      echo "$base" >> root/modules.order
-    done
-    [ -s root/modules.order ]
-    (cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 > initramfs.cpio.gz
-  ) || { rm -rf "$w"; return 1; }
-  mv -f "$w/initramfs.cpio.gz" "$INITRD" && rm -rf "$w"
+  mkdir -p "$w"/root/{bin,sbin,proc,sys,dev,lib/modules,newroot,out} &&
+    cp /bin/busybox "$w/root/bin/busybox" || { rm -rf "$w"; return 1; }
+  for m in sh mount insmod mkdir cat cut poweroff sleep sync chroot echo ip hostname; do
+    ln -s busybox "$w/root/bin/$m"
+  done
+  printf '%s' "$INIT_SCRIPT" > "$w/root/init"
+  printf '%s' "$MODPROBE_SCRIPT" > "$w/root/sbin/modprobe"
+  chmod 755 "$w/root/init" "$w/root/sbin/modprobe"
+  : > "$w/root/modules.order"
+  local kos=()
+  for m in "${INITRD_MODS[@]}"; do
+    mapfile -t -O "${#kos[@]}" kos < <(modprobe -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}')
+  done
+  for ko in "${kos[@]}"; do
+    base=$(basename "$ko"); base=${base%.xz}; base=${base%.zst}; base=${base%.gz}
+    grep -qxF "$base" "$w/root/modules.order" && continue
+    case $ko in
+      *.xz) xz -dc "$ko" ;;
+      *.zst) zstd -dqc "$ko" ;;
+      *.gz) gzip -dc "$ko" ;;
+      *) cat "$ko" ;;
+    esac > "$w/root/lib/modules/$base" || { echo "run.sh: cannot unpack $ko" >&2; rm -rf "$w"; return 1; }
+    echo "$base" >> "$w/root/modules.order"
+  done
+  for m in 9p.ko 9pnet_virtio.ko; do
+    grep -qxF "$m" "$w/root/modules.order" ||
+      { echo "run.sh: $m of $KVER not found (modprobe -S $KVER --show-depends)" >&2; rm -rf "$w"; return 1; }
+  done
+  (cd "$w/root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 > "$w/initramfs.cpio.gz" &&
+    [ -s "$w/initramfs.cpio.gz" ] && mv -f "$w/initramfs.cpio.gz" "$INITRD"
+  local rc=$?
+  rm -rf "$w"
+  return $rc
 }
 if [ ! -s "$INITRD" ]; then
   build_initramfs || { echo "run.sh: building the initramfs failed" >&2; exit 125; }
@@ -336,7 +384,7 @@ chmod 755 "$RUNDIR"
 } > "$RUNDIR/job.sh"
 {
   printf "RUNSH='%s'\n" "$RUNSH"
-  printf 'DEVICES=%s\nCMD_LIMIT=%s\nNRW=%s\n' "$DEVICES" "$((TIMEOUT - 12))" "${#RW_DIRS[@]}"
+  printf 'DEVICES=%s\nCMD_LIMIT=%s\nNRW=%s\nNIC_IP=%s\n' "$DEVICES" "$((TIMEOUT - 12))" "${#RW_DIRS[@]}" "$NIC_IP"
   i=0
   for d in "${RW_DIRS[@]}"; do printf "RW%s='%s'\n" "$i" "$d"; i=$((i + 1)); done
 } > "$RUNDIR/params"
@@ -365,6 +413,10 @@ QEMU=(qemu-system-x86_64 -accel tcg -cpu max -smp "$CPUS" -m "$MEM"
   -device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot"
   -fsdev "local,id=smcrout,path=$RUNDIR,security_model=none,multidevs=remap"
   -device "virtio-9p-pci,fsdev=smcrout,mount_tag=smcrout")
+if [ -n "$NIC_UDP" ]; then
+  QEMU+=(-netdev "socket,id=n0,udp=127.0.0.1:${NIC_UDP#*:},localaddr=127.0.0.1:${NIC_UDP%%:*}"
+         -device "virtio-net-pci,netdev=n0,mac=$NIC_MAC")
+fi
 i=0
 for d in "${RW_DIRS[@]}"; do
   QEMU+=(-fsdev "local,id=rw$i,path=$d,security_model=none,multidevs=remap" -device "virtio-9p-pci,fsdev=rw$i,mount_tag=rw$i")
@@ -421,7 +473,8 @@ elif [ -z "$RC" ]; then
   if grep -q '^init-failed' "$RUNDIR/status"; then
     echo "run.sh: the guest's init failed: $(grep '^init-failed' "$RUNDIR/status" | head -n1)" >&2
   else
-    echo "run.sh: the guest ended without reporting an exit status (qemu exit $QRC; kernel panic?)" >&2
+    why=$(tr -d '\r' < "$RUNDIR/console.log" | grep -m1 -E '^smcr-guest-init:|Kernel panic' )
+    echo "run.sh: the guest ended without reporting an exit status (qemu exit $QRC)${why:+: $why}" >&2
   fi
   print_console
   EXIT=125
@@ -435,7 +488,7 @@ elif grep -q '^cmd-timeout' "$RUNDIR/status"; then
   EXIT=124
 else
   EXIT=$RC
-  if [ "$RC" != 0 ]; then
+  if [ "$RC" != 0 ] && [ "$RC" != 77 ]; then
     echo "run.sh: the command exited $RC in the guest" >&2
     print_console
   fi

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Runs INSIDE a guest with a real rxe device (scripts/guest/run.sh): SMC-R
+# over the verbs fabric between two processes, proven by the device's own
+# port counters, with TCP carrying only the handshake.
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+DEV=${SMCR_TEST_RDMA_DEV:-rxe0}
+[ -d "/sys/class/infiniband/$DEV" ] || skip "no RDMA device $DEV (run inside scripts/guest/run.sh)"
+CNT=/sys/class/infiniband/$DEV/ports/1/counters
+HOST=${SMCR_TEST_ADDR:-10.9.0.1}
+export SMCR_FABRIC=verbs
+
+# Bytes the device has sent, as far as its counters can tell: the IBTA PMA
+# counter port_xmit_data counts 4-octet words; rxe has no PMA counters, only
+# hw_counters/sent_pkts, so there we credit each packet with at most one path
+# MTU (1024 on rxe over a dummy netdev): a lower bound is all the proof needs.
+HW=/sys/class/infiniband/$DEV/ports/1/hw_counters
+MTU_BYTES=${SMCR_TEST_PATH_MTU:-1024}
+device_tx_bytes() {
+  if [ -r "$CNT/port_xmit_data" ]; then echo $(( $(cat "$CNT/port_xmit_data") * 4 ))
+  else echo $(( $(cat "$HW/sent_pkts") * MTU_BYTES )); fi
+}
+
+run_pair() {  # run_pair "server args" "client args" -> OUT
+  local port; port=$(free_port)
+  reset_stats
+  bg under_smc "$ECHO_TOOL" server --host "$HOST" --port "$port" $1
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; return 1; }
+  OUT=$(under_smc timeout 240 "$ECHO_TOOL" client --host "$HOST" --port "$port" $2)
+  local rc=$?
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$OUT (rc=$rc)"
+  return $rc
+}
+
+tx0=$(device_tx_bytes)
+run_pair "--max-conns 1" "--bytes 8M"
+tx1=$(device_tx_bytes)
+check "echo 8 MiB over rxe intact (SHA-256)" [ "$(field ok "$OUT")" = 1 ]
+check "client and server both SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+check "TCP carried only the handshake (< 300 bytes each way)" \
+  [ "$(field tcp_bytes_received "$OUT")" -lt 300 -a "$(field tcp_bytes_sent "$OUT")" -lt 300 ]
+# Both directions cross the device: at least 2 x 8 MiB, counted in 4-byte words.
+check "the device's own counters carried both directions' payload (>= $(( tx1 - tx0 )) bytes)" \
+  [ $(( tx1 - tx0 )) -ge $(( 2 * 8 * 1024 * 1024 )) ]
+
+run_pair "--max-conns 1" "--bytes 1"
+check "1-byte stream over rxe" [ "$(field ok "$OUT")" = 1 ]
+
+run_pair "--max-conns 20" "--bytes 256K --conns 20"
+check "20 concurrent connections over rxe" [ "$(field ok "$OUT")" = 20 ]
+check "20 connections were SMC-R" [ "$(stat_sum smc_active)" = 20 ]
+
+run_pair "--mode source --bytes 4M --max-conns 1" "--mode source --bytes 4M"
+check "server closes first over rxe" [ "$(field ok "$OUT")" = 1 ]
+
+# One side without a usable device: the server's fabric is restricted to shm,
+# so it declines the client's RoCE GID and both continue over TCP.
+port=$(free_port); reset_stats
+bg env SMCR_FABRIC=shm bash -c "$(declare -f under_smc); SMCR_PRELOAD=$SMCR_PRELOAD SMC_RUN=$SMC_RUN STATS_DIR=$STATS_DIR under_smc $ECHO_TOOL server --host $HOST --port $port --max-conns 1"
+spid=$BG_PID; wait_port "$port"
+OUT=$(under_smc timeout 120 "$ECHO_TOOL" client --host "$HOST" --port "$port" --bytes 1M)
+timeout 30 tail --pid="$spid" -f /dev/null
+log "$OUT"
+check "server without a verbs fabric declines: data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
+check "the client counted the Decline" [ "$(stat_sum fallback.peer_declined)" = 1 ]
+
+# The peer process is killed mid-stream: the survivor gets an error within
+# seconds (the RC QP's retries run out), nothing hangs.
+port=$(free_port); reset_stats
+bg under_smc "$ECHO_TOOL" server --host "$HOST" --port "$port"
+wait_port "$port"; spid=$(listener_pid "$port")
+t0=$(date +%s)
+bg under_smc timeout 120 "$ECHO_TOOL" client --host "$HOST" --port "$port" --bytes 2G
+cpid=$BG_PID
+sleep 3
+kill -9 "$spid"
+wait "$cpid"; rc=$?
+t1=$(date +%s)
+check "client of a killed server fails (rc=$rc) instead of hanging" [ "$rc" = 1 ]
+check "within 60 s of the kill ($(( t1 - t0 - 3 )) s)" [ $(( t1 - t0 - 3 )) -lt 60 ]
+
+# redis over rxe.
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+  port=$(free_port); reset_stats
+  bg under_smc redis-server --bind "$HOST" --port "$port" --save "" --appendonly no --protected-mode no
+  wait_port "$port"
+  OUT=$(under_smc timeout 240 redis-benchmark -h "$HOST" -p "$port" -c 10 -n 2000 -t set,get -q 2>&1)
+  log "redis-benchmark: $(echo "$OUT" | tr '\r' '\n' | grep -E 'requests per second' | tr '\n' ' ')"
+  redis-cli -h "$HOST" -p "$port" shutdown nosave >/dev/null 2>&1
+  sleep 1
+  check "redis-benchmark over rxe completed SET and GET" bash -c "echo \"\$0\" | grep -q 'GET:.*requests per second'" "$OUT"
+  check "redis-benchmark's connections were SMC-R over verbs" [ "$(stat_sum smc_active)" -ge 10 ]
+else
+  log "redis not installed: redis case not run"
+fi
+
+finish
