@@ -92,7 +92,9 @@ Connection* Connection::create(const ConnectionSetup& s) {
     }
   }
   if (!c) c = new Connection();
-  std::lock_guard<std::mutex> lock(c->mu_);
+  // Connection::unlock: CDCs held for this token are delivered by
+  // add_connection while we still hold the connection, and processed here.
+  std::lock_guard<Connection> lock(*c);
   c->reset_fields();
   c->group_ = s.group;
   c->link_ = s.group->link();
@@ -134,6 +136,8 @@ void Connection::reset_fields() {
   rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
   state_ = CloseState::kActive;
   timer_deadline_.store(0);
+  inbox_.clear();
+  inbox_nonempty_.store(false);
 }
 
 bool Connection::try_ref() {
@@ -152,7 +156,7 @@ void Connection::unref() {
 }
 
 void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   app_fd_ = app_end;
   engine_end_ = engine_end;
   nonblocking_ = nonblocking;
@@ -163,29 +167,29 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
 }
 
 void Connection::process_exit() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   if (app_closed_ || released_ || owner_pid_ != getpid()) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
 
 CloseState Connection::state() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   return state_;
 }
 
 void Connection::set_nonblocking(bool nb) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   nonblocking_ = nb;
 }
 
 void Connection::set_timeout(bool receive, int ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
 }
 
 uint32_t Connection::bytes_readable() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   if (aborted_) return 0;
   return rx_space_.used(rx_prod_, rx_cons_).value_or(0);
 }
@@ -288,7 +292,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   size_t want = iov_total(iov, iovcnt);
   bool peek = flags & MSG_PEEK;
   bool waitall = (flags & MSG_WAITALL) && !peek;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   if (want == 0) return 0;
   IovCursor out(iov, iovcnt);
@@ -368,7 +372,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
 
 ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   size_t want = iov_total(iov, iovcnt);
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   IovCursor in(iov, iovcnt);
   size_t done = 0;
@@ -450,7 +454,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
 // ---------------------------------------------------------------- close
 
 int Connection::shutdown(int how) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
     errno = EINVAL;
     return -1;
@@ -466,7 +470,7 @@ int Connection::shutdown(int how) {
 }
 
 void Connection::app_close(bool abortive) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<Connection> lock(*this);
   if (!app_closed_) {
     app_closed_ = true;
     apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
@@ -547,8 +551,44 @@ void Connection::release_resources_locked() {
 
 // ---------------------------------------------------------------- CDC in
 
+void Connection::unlock() {
+  for (;;) {
+    drain_inbox_locked();
+    mu_.unlock();
+    if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
+    // Parked after our drain: process it unless another holder will.
+    if (!mu_.try_lock()) return;
+  }
+}
+
+void Connection::drain_inbox_locked() {
+  if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
+  std::vector<cdc::Message> parked;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    parked.swap(inbox_);
+    inbox_nonempty_.store(false, std::memory_order_release);
+  }
+  for (const cdc::Message& m : parked) process_cdc_locked(m);
+}
+
 void Connection::on_cdc(const cdc::Message& m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  if (mu_.try_lock()) {
+    drain_inbox_locked();  // keep arrival order
+    process_cdc_locked(m);
+    unlock();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.push_back(m);
+    inbox_nonempty_.store(true, std::memory_order_release);
+  }
+  // The holder may have let go before it could see the parked message.
+  if (mu_.try_lock()) unlock();
+}
+
+void Connection::process_cdc_locked(const cdc::Message& m) {
   if (released_ || state_ == CloseState::kClosed) return;
   counters().cdc_received.fetch_add(1, std::memory_order_relaxed);
   if (m.flags.failover_validation) return;  // single link: nothing to validate against
@@ -615,7 +655,7 @@ void Connection::on_cdc(const cdc::Message& m) {
 }
 
 void Connection::on_link_failure() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   link_dead_ = true;
   peer_lost_locked("link failed");
 }
@@ -638,7 +678,7 @@ void Connection::peer_lost_locked(const char* why) {
 }
 
 void Connection::on_tcp_peer_gone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   if (released_ || state_ == CloseState::kClosed || peer_closed_ || tcp_gone_) return;
   // The peer's C or A may still be in flight on the fabric (it closes TCP
   // right after posting it): give it a moment before declaring the peer lost.
@@ -648,7 +688,7 @@ void Connection::on_tcp_peer_gone() {
 }
 
 void Connection::on_timer(int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Connection> lock(*this);
   int64_t d = timer_deadline_.load();
   if (d == 0 || now_ms < d || released_) return;
   timer_deadline_.store(0);

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "core/cdc.h"
 #include "core/close.h"
@@ -83,6 +84,9 @@ class Connection {
   uint32_t bytes_unsent() { return 0; }  // writes complete synchronously
 
   // --- engine side ---
+  // Never blocks: if an application thread holds the connection (it may be
+  // blocked sending on a full link while the peer's engine waits for ours to
+  // drain), the message is parked and processed when that thread lets go.
   void on_cdc(const cdc::Message& m);
   void on_link_failure();
   // Engine thread: the peer's TCP socket closed or reset (its process died, or
@@ -95,8 +99,15 @@ class Connection {
   uint32_t local_token() const { return local_token_; }
   CloseState state();
 
+ // BasicLockable, so std::lock_guard / std::unique_lock work on a connection:
+  // unlock() first processes the CDC messages parked while it was held.
+  void lock() { mu_.lock(); }
+  void unlock();
+
  private:
   Connection() = default;
+  void process_cdc_locked(const cdc::Message& m);
+  void drain_inbox_locked();
   void reset_fields();
   void peer_lost_locked(const char* why);
   void release_resources_locked();
@@ -117,6 +128,9 @@ class Connection {
   pid_t owner_pid_ = 0;            // a forked child must not close its parent's connections
   bool linger_abort_ = false;
   std::mutex mu_;
+  std::mutex inbox_mu_;
+  std::vector<cdc::Message> inbox_;
+  std::atomic<bool> inbox_nonempty_{false};
   Connection* next_free_ = nullptr;
 
   LinkGroup* group_ = nullptr;

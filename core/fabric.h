@@ -44,6 +44,13 @@ class Link {
   virtual bool write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) = 0;
   // Sends one CDC or LLC message; delivered after every earlier write_remote.
   virtual bool post_message(std::span<const uint8_t, kLinkMessageLen> msg) = 0;
+  // As post_message, with a handle the peer needs to reach a new RMB (shm: its
+  // memfd, passed with the message). Fabrics where the RToken alone suffices
+  // (verbs) ignore it.
+  virtual bool post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg, int) { return post_message(msg); }
+  // During drain_messages' callback: the handle that came with the current
+  // message, if any (the caller owns it), else -1.
+  virtual int take_attached_fd() { return -1; }
   // Readable when messages may be waiting (epoll on it), or hung up on failure.
   virtual int notify_fd() const = 0;
   // Delivers every waiting message without blocking. Returns false when the

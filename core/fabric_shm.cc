@@ -244,12 +244,38 @@ bool ShmLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
   }
 }
 
+bool ShmLink::post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg, int fd) {
+  iovec iov{const_cast<uint8_t*>(msg.data()), msg.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  for (;;) {
+    ssize_t n = sys::sendmsg(fd_, &m, MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(msg.size())) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
 bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
   uint8_t buf[128];
   for (;;) {
-    ssize_t n = sys::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    // A message may carry an RMB fd (CONFIRM RKEY on a subsequent contact).
+    ssize_t n = recv_with_fd(fd_, buf, sizeof buf, &attached_fd_);
     if (n > 0) {
       on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+      if (attached_fd_ >= 0) sys::close(attached_fd_);  // nobody wanted it
+      attached_fd_ = -1;
       continue;
     }
     if (n == 0) {  // peer closed its end

@@ -50,6 +50,12 @@ class ShmLink final : public Link {
   ~ShmLink() override;
   bool write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) override;
   bool post_message(std::span<const uint8_t, kLinkMessageLen> msg) override;
+  bool post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg, int fd) override;
+  int take_attached_fd() override {
+    int fd = attached_fd_;
+    attached_fd_ = -1;
+    return fd;
+  }
   int notify_fd() const override { return fd_; }
   bool drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) override;
   bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) override;
@@ -61,6 +67,7 @@ class ShmLink final : public Link {
  private:
   int fd_;
   bool failed_ = false;
+  int attached_fd_ = -1;  // came with the message being delivered
 };
 
 // What a client presents on the rendezvous socket, and the server's answer.

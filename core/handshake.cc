@@ -344,11 +344,9 @@ std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc
 
 // The handshake succeeded: the link becomes a link group, the RMBs a
 // connection, and the engine starts watching the link.
-HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_ptr<Link> link, uint8_t link_num,
-                           LocalRmb* rmb, const RemoteRmb& peer_rmb, uint32_t local_token, uint32_t peer_token,
-                           int tcp_fd) {
-  const char* fabric = link->fabric_name();
-  auto* group = new LinkGroup(role, peer_id, std::move(link), link_num);
+// The handshake succeeded on `group`: the RMBs become a connection.
+HandshakeOutcome establish_on(LinkGroup* group, LocalRmb* rmb, const RemoteRmb& peer_rmb, uint32_t local_token,
+                              uint32_t peer_token, int tcp_fd, bool first_contact) {
   ConnectionSetup s;
   s.group = group;
   s.rmb = *rmb;
@@ -357,16 +355,66 @@ HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_pt
   s.peer_token = peer_token;
   s.rmbe_base = 4;
   s.tcp_fd = tcp_fd;
-  s.active = role == Role::kClient;
+  s.active = group->role() == Role::kClient;
   *rmb = LocalRmb{};  // owned by the connection now
   HandshakeOutcome o;
   o.kind = HandshakeOutcome::Kind::kSmc;
   o.conn = Connection::create(s);
-  Engine::get().add_group(group);
   (s.active ? counters().smc_active : counters().smc_passive).fetch_add(1);
-  SMCR_LOG(1, "CLC: %s SMC-R over %s (token %08x, RMB %u, peer RMB %u)", s.active ? "client" : "server", fabric,
+  (first_contact ? counters().lgr_created : counters().lgr_reused).fetch_add(1);
+  SMCR_LOG(1, "CLC: %s SMC-R over %s, %s contact (token %08x, RMB %u, peer RMB %u)",
+           s.active ? "client" : "server", group->link()->fabric_name(), first_contact ? "first" : "subsequent",
            local_token, s.rmb.size, peer_rmb.size);
   return o;
+}
+
+// First contact: the new link becomes a link group, registered for the
+// subsequent contacts, and the engine starts watching it.
+HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_ptr<Link> link, uint8_t link_num,
+                           const LinkIdentity& local, const LinkIdentity& remote, LocalRmb* rmb,
+                           const RemoteRmb& peer_rmb, uint32_t local_token, uint32_t peer_token, int tcp_fd) {
+  auto* group = new LinkGroup(role, peer_id, std::move(link), link_num, local, remote);
+  HandshakeOutcome o = establish_on(group, rmb, peer_rmb, local_token, peer_token, tcp_fd, true);
+  LinkGroup::register_group(group);
+  Engine::get().add_group(group);
+  return o;
+}
+
+// Subsequent contact (RFC 3.5.2): a new RMB on an existing group's link,
+// announced with CONFIRM RKEY (Figure 13) before our Accept/Confirm names it.
+bool add_rmb_to_group(LinkGroup* g, LocalRmb* rmb) {
+  bool ok;
+  if (g->shm()) {
+    ok = shm_alloc_rmb(handshake_config().rmb_size, rmb);
+  } else {
+#ifdef SMCR_HAVE_VERBS
+    ok = static_cast<VerbsLink*>(g->link())->register_rmb(handshake_config().rmb_size, rmb);
+#else
+    ok = false;
+#endif
+  }
+  if (!ok) return false;
+  llc::ConfirmRkey announce;
+  announce.rkey = rmb->rkey;
+  announce.vaddr = rmb->vaddr;
+  if (!g->llc_exchange(llc::encode(announce), g->shm() ? rmb->handle : -1, handshake_config().llc_timeout_ms)) {
+    g->link()->free_local_rmb(rmb);
+    return false;
+  }
+  if (g->shm()) shm_release_handle(rmb);  // the peer holds its own reference now
+  return true;
+}
+
+// The peer's RMB that its CONFIRM RKEY announced and its Accept/Confirm names.
+bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, RemoteRmb* out) {
+  int fd = -1;
+  if (!g->take_peer_rtoken(rkey, vaddr, &fd)) return false;
+  out->rkey = rkey;
+  out->vaddr = vaddr;
+  if (g->shm()) return fd >= 0 && shm_map_remote(fd, size, out);
+  out->vaddr = vaddr + uint64_t{index - 1u} * size;
+  out->size = size;
+  return true;
 }
 
 }  // namespace
@@ -455,6 +503,40 @@ static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPor
 }
 #endif
 
+// An F=0 Accept for a link of our group `g`: claim the server's announced
+// RMB, announce ours, then Confirm naming the group's link. No CONFIRM LINK.
+static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const clc::AcceptConfirm& acc,
+                                                  uint32_t peer_size, int64_t deadline) {
+  RemoteRmb peer;
+  if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &peer))
+    return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  LocalRmb rmb;
+  if (!add_rmb_to_group(g, &rmb)) {
+    g->link()->release_remote_rmb(&peer);
+    return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  }
+  clc::AcceptConfirm conf;
+  conf.type = clc::Type::kConfirm;
+  conf.peer_id = shm_identity().peer_id;
+  conf.gid = g->local().gid;
+  conf.mac = g->local().mac;
+  conf.qpn = g->local().qpn;
+  conf.rmb_rkey = rmb.rkey;
+  conf.rmbe_index = 1;
+  conf.rmbe_alert_token = random_u32() | 1;
+  conf.rmbe_size_code = rmb::encode_size(rmb.size);
+  conf.mtu_code = g->local().mtu_code;
+  conf.rmb_vaddr = rmb.vaddr;
+  g->expect_token(conf.rmbe_alert_token);
+  if (!send_all(fd, clc::encode(conf), deadline)) {
+    g->forget_token(conf.rmbe_alert_token);
+    g->link()->release_remote_rmb(&peer);
+    g->link()->free_local_rmb(&rmb);
+    return terminate(Fallback::kTimeout, ETIMEDOUT);
+  }
+  return establish_on(g, &rmb, peer, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
+}
+
 HandshakeOutcome clc_client(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
@@ -492,18 +574,23 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
     return decline(fd, clc::decline::kProtocolError,
                    err == clc::DecodeError::kReservedValue ? Fallback::kReservedValue : Fallback::kProtocolError, deadline);
   }
-  if (!acc->first_contact) {
-    // We never keep a link group across connections yet: an F=0 Accept
-    // names a link we do not have (RFC C.4).
-    clc::Decline d;
-    d.peer_id = id.peer_id;
-    d.diagnosis = clc::decline::kSyncError;
-    d.out_of_sync = true;
-    send_all(fd, clc::encode(d), deadline);
-    return fallback(Fallback::kProtocolError, d.diagnosis);
-  }
   auto peer_size = rmb::decode_size(acc->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+  if (!acc->first_contact) {
+    LinkGroup* g = LinkGroup::acquire_for_client(acc->peer_id, acc->gid, acc->mac, acc->qpn);
+    if (!g) {
+      // An F=0 Accept naming a link we do not have: out of sync (RFC C.4).
+      clc::Decline d;
+      d.peer_id = id.peer_id;
+      d.diagnosis = clc::decline::kSyncError;
+      d.out_of_sync = true;
+      send_all(fd, clc::encode(d), deadline);
+      return fallback(Fallback::kProtocolError, d.diagnosis);
+    }
+    HandshakeOutcome o = client_subsequent_contact(fd, g, *acc, *peer_size, deadline);
+    g->release_hold();
+    return o;
+  }
 
   FabricSetup fs;
   std::optional<HandshakeOutcome> failed;
@@ -544,12 +631,16 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   reply.link_num = cl->link_num;
   reply.link_user_id = random_u32();
   reply.max_links = cl->max_links;
-  if (!fs.link->post_message(llc::encode(reply)))
-    return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
-  counters().llc_sent.fetch_add(1);
-  HandshakeOutcome o = establish(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, &fs.rmb, fs.peer,
-                                 conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
+  // The group is registered before the reply goes out: the server may answer
+  // the next connection with an F=0 Accept as soon as the reply arrives.
+  Link* link = fs.link.get();
+  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code}, remote{acc->gid, acc->mac, acc->qpn, acc->mtu_code};
+  HandshakeOutcome o = establish(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, local, remote,
+                                 &fs.rmb, fs.peer, conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
   fs.peer = RemoteRmb{};  // owned by the connection now
+  // If the reply cannot be sent the server resets the TCP connection; the link
+  // is broken and the connection will report it.
+  if (link->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1);
   return o;
 }
 
@@ -626,6 +717,49 @@ static std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::
 }
 #endif
 
+// Accept F=0 on the group's link with a new RMB announced by CONFIRM RKEY;
+// the Confirm must name the group's link and the client's announced RMB.
+// After our Accept we may no longer Decline (RFC C.3): failures reset.
+static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline) {
+  LocalRmb rmb;
+  if (!add_rmb_to_group(g, &rmb)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  clc::AcceptConfirm acc;
+  acc.type = clc::Type::kAccept;
+  acc.first_contact = false;
+  acc.peer_id = shm_identity().peer_id;
+  acc.gid = g->local().gid;
+  acc.mac = g->local().mac;
+  acc.qpn = g->local().qpn;
+  acc.rmb_rkey = rmb.rkey;
+  acc.rmbe_index = 1;
+  acc.rmbe_alert_token = random_u32() | 1;
+  acc.rmbe_size_code = rmb::encode_size(rmb.size);
+  acc.mtu_code = g->local().mtu_code;
+  acc.rmb_vaddr = rmb.vaddr;
+  auto fail = [&](HandshakeOutcome o) {
+    g->forget_token(acc.rmbe_alert_token);
+    g->link()->free_local_rmb(&rmb);
+    return o;
+  };
+  g->expect_token(acc.rmbe_alert_token);
+  if (!send_all(fd, clc::encode(acc), deadline)) return fail(terminate(Fallback::kTimeout, ETIMEDOUT));
+  std::vector<uint8_t> msg;
+  clc::Header h{};
+  Recv r = recv_clc(fd, deadline, &msg, &h);
+  if (r != Recv::kMessage || h.type != clc::Type::kConfirm)
+    return fail(from_unexpected(fd, r, msg, h, deadline, "SMC Confirm"));
+  clc::DecodeError err;
+  auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
+  auto peer_size = conf ? rmb::decode_size(conf->rmbe_size_code) : std::nullopt;
+  RemoteRmb peer;
+  if (!conf || !peer_size || conf->qpn != g->remote().qpn || conf->gid != g->remote().gid ||
+      !claim_peer_rmb(g, conf->rmb_rkey, conf->rmb_vaddr, conf->rmbe_index, *peer_size, &peer)) {
+    SMCR_LOG(1, "CLC: subsequent-contact Confirm names no RMB or link of the group");
+    return fail(terminate(Fallback::kProtocolError, ECONNRESET));
+  }
+  return establish_on(g, &rmb, peer, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
+}
+
 HandshakeOutcome clc_server(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
@@ -646,9 +780,15 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
   if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
 
   // The server follows the fabric the client's GID names.
+  bool shm = shm_gid_is_local(prop->gid);
+  // Subsequent contact (RFC 3.5.2): a live group with this client.
+  if (LinkGroup* g = LinkGroup::acquire_for_server(prop->peer_id, shm)) {
+    HandshakeOutcome o = server_subsequent_contact(fd, g, deadline);
+    g->release_hold();
+    return o;
+  }
   FabricSetup fs;
   std::optional<HandshakeOutcome> failed;
-  bool shm = shm_gid_is_local(prop->gid);
   if (shm) {
     failed = shm_server_prepare(fd, deadline, &fs);
   } else {
@@ -733,7 +873,8 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
   if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn)
     return terminate(Fallback::kProtocolError, ECONNRESET);
   counters().llc_received.fetch_add(1);
-  HandshakeOutcome o = establish(Role::kServer, prop->peer_id, std::move(fs.link), 1, &fs.rmb, fs.peer,
+  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code}, remote{conf->gid, conf->mac, conf->qpn, conf->mtu_code};
+  HandshakeOutcome o = establish(Role::kServer, prop->peer_id, std::move(fs.link), 1, local, remote, &fs.rmb, fs.peer,
                                  acc.rmbe_alert_token, conf->rmbe_alert_token, fd);
   fs.peer = RemoteRmb{};
   return o;

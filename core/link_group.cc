@@ -1,5 +1,6 @@
 #include "core/link_group.h"
 
+#include <algorithm>
 #include <cstring>
 #include <variant>
 #include <vector>
@@ -9,28 +10,167 @@
 #include "core/engine.h"
 #include "core/llc.h"
 #include "core/log.h"
+#include "core/sys.h"
 
 namespace smcr {
 
-void LinkGroup::add_connection(uint32_t token, Connection* c) {
+namespace {
+
+// Lock order: registry, then a group's mu_. A group decides to retire under
+// its own mu_ and leaves the registry afterwards, never holding both.
+std::mutex g_registry_mu;
+std::vector<LinkGroup*>& registry() {
+  static auto* groups = new std::vector<LinkGroup*>();
+  return *groups;
+}
+
+// RFC 7609 8.2: at most 255 RMBs per peer per link group.
+constexpr size_t kMaxPeerRmbs = 255;
+
+}  // namespace
+
+bool LinkGroup::shm() const { return std::strcmp(link_->fabric_name(), "shm") == 0; }
+
+void LinkGroup::register_group(LinkGroup* g) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry().push_back(g);
+}
+
+LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (LinkGroup* g : registry()) {
+    if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm) continue;
+    std::lock_guard<std::mutex> glock(g->mu_);
+    if (g->retired_ || g->failed_) continue;
+    ++g->users_;
+    return g;
+  }
+  return nullptr;
+}
+
+LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
+                                         uint32_t qpn) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (LinkGroup* g : registry()) {
+    if (g->role_ != Role::kClient || g->peer_ != server || g->remote_.gid != gid || g->remote_.mac != mac ||
+        g->remote_.qpn != qpn)
+      continue;
+    std::lock_guard<std::mutex> glock(g->mu_);
+    if (g->retired_ || g->failed_) continue;
+    ++g->users_;
+    return g;
+  }
+  return nullptr;
+}
+
+void LinkGroup::maybe_retire_locked() {
+  if (users_ > 0 || retired_) return;
+  if (role_ == Role::kClient && !failed_) return;  // the server ends the group
+  retired_ = true;
+}
+
+// Leaves the registry and hands the group to the engine to end it.
+static void retire(LinkGroup* g) {
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    auto& r = registry();
+    r.erase(std::remove(r.begin(), r.end(), g), r.end());
+  }
+  Engine::get().retire_group(g);
+}
+
+void LinkGroup::release_hold() {
+  bool now_retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --users_;
+    bool was = retired_;
+    maybe_retire_locked();
+    now_retired = retired_ && !was;
+  }
+  if (now_retired) retire(this);
+}
+
+size_t LinkGroup::connection_count() {
   std::lock_guard<std::mutex> lock(mu_);
-  conns_[token] = c;
-  ++users_;
+  return conns_.size();
+}
+
+void LinkGroup::expect_token(uint32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  early_cdcs_[token];
+}
+
+void LinkGroup::forget_token(uint32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  early_cdcs_.erase(token);
+}
+
+void LinkGroup::add_connection(uint32_t token, Connection* c) {
+  std::vector<std::array<uint8_t, 44>> early;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_[token] = c;
+    ++users_;
+    auto it = early_cdcs_.find(token);
+    if (it != early_cdcs_.end()) {
+      early.swap(it->second);
+      early_cdcs_.erase(it);
+    }
+  }
+  for (const auto& raw : early)
+    if (auto m = cdc::decode(raw)) c->on_cdc(*m);
 }
 
 void LinkGroup::remove_connection(uint32_t token) {
   Connection* c = nullptr;
-  bool last = false;
+  bool now_retired = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = conns_.find(token);
     if (it == conns_.end()) return;
     c = it->second;
     conns_.erase(it);
-    last = --users_ == 0;
+    --users_;
+    bool was = retired_;
+    maybe_retire_locked();
+    now_retired = retired_ && !was;
   }
   c->unref();  // the group's reference
-  if (last) Engine::get().retire_group(this);
+  if (now_retired) retire(this);
+}
+
+bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms) {
+  std::lock_guard<std::mutex> serial(exchange_mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (failed_) return false;
+  exchange_type_ = request[0];
+  exchange_done_ = false;
+  exchange_ok_ = false;
+  lock.unlock();
+  bool sent = link_->post_message_with_fd(request, attach_fd);
+  lock.lock();
+  if (sent) {
+    counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    exchange_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return exchange_done_ || failed_.load(); });
+  }
+  bool ok = sent && exchange_done_ && exchange_ok_;
+  exchange_type_ = 0;
+  return ok;
+}
+
+bool LinkGroup::take_peer_rtoken(uint32_t rkey, uint64_t vaddr, int* fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peer_rtokens_.find({rkey, vaddr});
+  if (it == peer_rtokens_.end()) return false;
+  *fd = it->second;
+  peer_rtokens_.erase(it);
+  return true;
+}
+
+LinkGroup::~LinkGroup() {
+  for (auto& [key, fd] : peer_rtokens_)
+    if (fd >= 0) sys::close(fd);
 }
 
 void LinkGroup::dispatch(std::span<const uint8_t> msg) {
@@ -51,7 +191,17 @@ void LinkGroup::dispatch(std::span<const uint8_t> msg) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = conns_.find(m->alert_token);
-        if (it != conns_.end() && it->second->try_ref()) c = it->second;
+        if (it != conns_.end() && it->second->try_ref()) {
+          c = it->second;
+        } else if (auto e = early_cdcs_.find(m->alert_token); e != early_cdcs_.end()) {
+          // Bounded: a peer cannot make us hold more than a window's worth.
+          if (e->second.size() < 4096) {
+            std::array<uint8_t, 44> copy;
+            std::copy(msg.begin(), msg.end(), copy.begin());
+            e->second.push_back(copy);
+          }
+          return;
+        }
       }
       if (!c) {
         // A CDC for a connection that has ended (late consumer update) or a
@@ -103,6 +253,35 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
     on_link_failure();
     return;
   }
+  if (auto* k = std::get_if<llc::ConfirmRkey>(&*m)) {
+    if (k->reply) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (exchange_type_ == static_cast<uint8_t>(llc::Type::kConfirmRkey)) {
+        exchange_ok_ = !k->negative;
+        exchange_done_ = true;
+        exchange_cv_.notify_all();
+      }
+      return;
+    }
+    // The peer added an RMB (RFC 3.5.5.2.1): remember its RToken (and, on
+    // shm, the memfd that came with it) for the Accept/Confirm that names it.
+    int fd = link_->take_attached_fd();
+    llc::ConfirmRkey reply = *k;
+    reply.reply = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto key = std::make_pair(k->rkey, k->vaddr);
+      if (peer_rtokens_.size() >= kMaxPeerRmbs || peer_rtokens_.count(key)) {
+        reply.negative = true;
+      } else {
+        peer_rtokens_[key] = fd;
+        fd = -1;
+      }
+    }
+    if (fd >= 0) sys::close(fd);
+    if (link_->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (auto* a = std::get_if<llc::AddLink>(&*m); a && !a->reply && role_ == Role::kClient) {
     // One fabric endpoint per process: a second link would be parallel (RFC 2.2).
     llc::AddLink reject = *a;
@@ -128,15 +307,21 @@ void LinkGroup::terminate() {
 void LinkGroup::on_link_failure() {
   if (failed_.exchange(true)) return;
   std::vector<Connection*> victims;
+  bool now_retired = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [token, c] : conns_)
       if (c->try_ref()) victims.push_back(c);
+    exchange_cv_.notify_all();
+    bool was = retired_;
+    maybe_retire_locked();
+    now_retired = retired_ && !was;
   }
   for (Connection* c : victims) {
     c->on_link_failure();
     c->unref();
   }
+  if (now_retired) retire(this);
 }
 
 }  // namespace smcr

@@ -86,6 +86,8 @@ std::string format_counters() {
   put("cdc_received", c.cdc_received.load());
   put("llc_sent", c.llc_sent.load());
   put("llc_received", c.llc_received.load());
+  put("lgr_created", c.lgr_created.load());
+  put("lgr_reused", c.lgr_reused.load());
   put("aborts", c.aborts.load());
   put("protocol_violations", c.protocol_violations.load());
   return out;

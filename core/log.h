@@ -43,6 +43,8 @@ struct Counters {
   std::atomic<uint64_t> cdc_received{0};
   std::atomic<uint64_t> llc_sent{0};
   std::atomic<uint64_t> llc_received{0};
+  std::atomic<uint64_t> lgr_created{0};    // first contacts: new link groups
+  std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> protocol_violations{0};
 };

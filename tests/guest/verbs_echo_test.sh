@@ -51,6 +51,8 @@ check "1-byte stream over rxe" [ "$(field ok "$OUT")" = 1 ]
 run_pair "--max-conns 20" "--bytes 256K --conns 20"
 check "20 concurrent connections over rxe" [ "$(field ok "$OUT")" = 20 ]
 check "20 connections were SMC-R" [ "$(stat_sum smc_active)" = 20 ]
+check "20 connections over one link group per side: one QP pair, not 20" \
+  [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 38 ]
 
 run_pair "--mode source --bytes 4M --max-conns 1" "--mode source --bytes 4M"
 check "server closes first over rxe" [ "$(field ok "$OUT")" = 1 ]

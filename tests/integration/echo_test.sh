@@ -51,6 +51,8 @@ run_pair "100 connections" "--max-conns 100" "--bytes 64K --conns 100"
 check "100 concurrent SMC-R connections intact" [ "$(field ok "$OUT")" = 100 ]
 check "100 connections: all SMC-R on both sides" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]
 check "100 connections: no fallback" [ "$(stat_sum fallback_total)" = 0 ]
+check "100 connections shared one link group per side (first contact once, 99 subsequent contacts)" \
+  [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 198 ]
 
 run_pair "server closes first" "--mode source --bytes 8M --max-conns 1" "--mode source --bytes 8M"
 check "server writes 8 MiB and closes first: client reads all, then EOF" [ "$(field ok "$OUT")" = 1 ]
