@@ -105,6 +105,22 @@ class ConnectionTest : public ::testing::Test {
     }
   }
 
+  // The engine handles a link's messages in order: once our TEST LINK is
+  // answered, everything sent before it has been processed.
+  void barrier() {
+    llc::TestLink t;
+    t.user_data[0] = 0xBA;
+    auto b = llc::encode(t);
+    send_raw(b.data(), b.size());
+    for (;;) {
+      pollfd p{peer_link_, POLLIN, 0};
+      ASSERT_EQ(poll(&p, 1, 2000), 1) << "no TEST LINK reply";
+      uint8_t r[64];
+      ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
+      if (r[0] == static_cast<uint8_t>(llc::Type::kTestLink) && (r[3] & 0x80)) return;
+    }
+  }
+
   void expect_reset() {
     std::string s;
     ssize_t n = read_app(&s);
@@ -160,6 +176,7 @@ TEST_F(ConnectionTest, WindowFullSetsWriterBlockedAndEagain) {
 TEST_F(ConnectionTest, StaleSequenceNumberIsDiscarded) {
   peer_writes("abc", 5);
   send_cdc(4, {0, 4 + 100}, {0, 4});  // older: must not be processed
+  barrier();
   std::string got;
   EXPECT_EQ(read_app(&got), 3);
   EXPECT_EQ(conn_->bytes_readable(), 0u);
@@ -181,6 +198,11 @@ TEST_F(ConnectionTest, ProducerWritingPastTheWindowAborts) {
 TEST_F(ConnectionTest, ProducerMovingBackwardsAborts) {
   peer_writes("abcdef", 1);
   send_cdc(2, {0, 6}, {0, 4});
+  // The abort answers the second CDC; only then is the outcome settled (a
+  // read between the two messages would legitimately return the 6 bytes).
+  auto m = next_cdc();
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->flags.peer_conn_abort);
   expect_reset();
 }
 
