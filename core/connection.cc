@@ -1,5 +1,7 @@
 #include "core/connection.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -126,6 +128,7 @@ void Connection::reset_fields() {
   peer_rmb_ = RemoteRmb{};
   local_token_ = peer_token_ = 0;
   tx_seq_ = rx_seq_ = 0;
+  tx_bytes_ = rx_bytes_ = 0;
   rx_seq_seen_ = false;
   peer_writer_blocked_ = peer_requested_update_ = tx_window_full_ = false;
   sent_done_ = sent_close_ = sent_abort_ = false;
@@ -171,6 +174,45 @@ void Connection::process_exit() {
   if (app_closed_ || released_ || owner_pid_ != getpid()) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
+}
+
+std::string Connection::describe() {
+  // Diagnostics run on the engine thread, which must never wait for a
+  // connection (its holder may be waiting for the engine).
+  if (!mu_.try_lock()) {
+    char busy[48];
+    snprintf(busy, sizeof busy, "token=%08x state=busy", local_token_);
+    return busy;
+  }
+  std::lock_guard<Connection> lock(*this, std::adopt_lock);
+  auto addr = [&](bool peer) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (tcp_fd_ < 0 || (peer ? sys::getpeername(tcp_fd_, reinterpret_cast<sockaddr*>(&ss), &len)
+                              : sys::getsockname(tcp_fd_, reinterpret_cast<sockaddr*>(&ss), &len)) != 0)
+      return std::string("?");
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+      return std::string(host) + ":" + std::to_string(port);
+    }
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  };
+  char buf[320];
+  snprintf(buf, sizeof buf,
+           "token=%08x role=%s state=%s local=%s peer=%s rmb=%u peer_rmb=%u tx_bytes=%llu rx_bytes=%llu "
+           "unread=%u app_closed=%d",
+           local_token_, active_ ? "client" : "server", to_string(state_), addr(false).c_str(), addr(true).c_str(),
+           rmb_.size, peer_rmb_.size, static_cast<unsigned long long>(tx_bytes_),
+           static_cast<unsigned long long>(rx_bytes_), aborted_ ? 0 : rx_space_.used(rx_prod_, rx_cons_).value_or(0),
+           app_closed_ ? 1 : 0);
+  return buf;
 }
 
 CloseState Connection::state() {
@@ -326,6 +368,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       if (peek) return static_cast<ssize_t>(done);
       rx_cons_ = rx_space_.advance(rx_cons_, n);
       counters().rx_bytes.fetch_add(n, std::memory_order_relaxed);
+      rx_bytes_ += n;
       maybe_send_consumer_update_locked();
       if (done == want || !waitall) {
         if (avail == n && !peer_write_closed(state_)) clear_readable_locked();
@@ -422,6 +465,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       done += n;
       tx_window_full_ = (n == space);
       counters().tx_bytes.fetch_add(n, std::memory_order_relaxed);
+      tx_bytes_ += n;
       if (!send_cdc_locked(false, false, false)) {
         aborted_ = true;
         signal_reset_locked();

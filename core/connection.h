@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/cdc.h"
@@ -98,6 +99,8 @@ class Connection {
   int64_t timer_deadline() const { return timer_deadline_.load(std::memory_order_relaxed); }
   uint32_t local_token() const { return local_token_; }
   CloseState state();
+  // One line of "key=value" pairs: token, state, addresses, RMBs, bytes.
+  std::string describe();
 
  // BasicLockable, so std::lock_guard / std::unique_lock work on a connection:
   // unlock() first processes the CDC messages parked while it was held.
@@ -150,6 +153,7 @@ class Connection {
   uint32_t local_token_ = 0;
   uint32_t peer_token_ = 0;
 
+  uint64_t tx_bytes_ = 0, rx_bytes_ = 0;
   cdc::Cursor rx_prod_, rx_cons_, rx_cons_sent_;
   cdc::Cursor tx_prod_, tx_cons_peer_;
   uint16_t tx_seq_ = 0;

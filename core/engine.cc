@@ -4,6 +4,11 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/un.h>
+#include <fcntl.h>
+#include <cstddef>
+#include <cstdio>
+#include <string>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +27,7 @@ namespace smcr {
 
 namespace {
 
-enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp };
+enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp, kDiag };
 
 struct Watch {
   WatchKind kind;
@@ -65,6 +70,19 @@ void Engine::start() {
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
   epoll_event ev{EPOLLIN, {.ptr = w}};
   epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
+  // Diagnostics (tools/smcr_stat): an abstract socket named after our pid.
+  int diag = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(getpid()));
+  if (diag >= 0 && sys::bind(diag, reinterpret_cast<sockaddr*>(&a), offsetof(sockaddr_un, sun_path) + 1 + n) == 0 &&
+      sys::listen(diag, 8) == 0) {
+    auto* dw = new Watch{WatchKind::kDiag, diag};
+    epoll_event dev{EPOLLIN, {.ptr = dw}};
+    epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, diag, &dev);
+  } else if (diag >= 0) {
+    sys::close(diag);
+  }
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -87,6 +105,46 @@ void wake(int fd) {
   uint64_t one = 1;
   sys::write(fd, &one, sizeof one);
 }
+}  // namespace
+
+namespace {
+
+// Answers one smcr_stat client: the process, its link groups, links and
+// connections, and the counters. Only the same user (or root) may look.
+void serve_diagnostics(int listen_fd) {
+  for (;;) {
+    int fd = sys::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != getuid())) {
+      sys::close(fd);
+      continue;
+    }
+    char comm[64] = "?";
+    int cf = static_cast<int>(::syscall(SYS_open, "/proc/self/comm", O_RDONLY | O_CLOEXEC));
+    if (cf >= 0) {
+      ssize_t k = sys::read(cf, comm, sizeof comm - 1);
+      comm[k > 0 ? k - 1 : 0] = '\0';
+      sys::close(cf);
+    }
+    std::string report = "process pid=" + std::to_string(getpid()) + " comm=" + comm + "\n";
+    report += LinkGroup::describe_all();
+    std::string c = format_counters();
+    for (char& ch : c)
+      if (ch == '\n') ch = ' ';
+    report += "counters " + c + "\n";
+    timeval tv{1, 0};
+    sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    for (size_t off = 0; off < report.size();) {
+      ssize_t k = sys::send(fd, report.data() + off, report.size() - off, MSG_NOSIGNAL);
+      if (k <= 0) break;
+      off += static_cast<size_t>(k);
+    }
+    sys::close(fd);
+  }
+}
+
 }  // namespace
 
 void Engine::add_group(LinkGroup* g) {
@@ -190,6 +248,9 @@ void Engine::loop() {
             break;
           }
           delete w;
+          break;
+        case WatchKind::kDiag:
+          serve_diagnostics(w->fd);
           break;
         case WatchKind::kTcp: {
           bool active;

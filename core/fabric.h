@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 
 namespace smcr {
 
@@ -61,6 +62,8 @@ class Link {
   virtual const char* fabric_name() const = 0;
   // True once the link has failed (peer gone, QP in error).
   virtual bool failed() const = 0;
+  // One line of "key=value" pairs for diagnostics (device, QP, counters).
+  virtual std::string describe() const = 0;
   // Deregisters and frees our RMB / drops access to the peer's.
   virtual void free_local_rmb(LocalRmb* rmb) = 0;
   virtual void release_remote_rmb(RemoteRmb* rmb) = 0;

@@ -222,6 +222,12 @@ void shm_unmap_remote(RemoteRmb* rmb) {
   rmb->addr = nullptr;
 }
 
+std::string ShmLink::describe() const {
+  char buf[96];
+  snprintf(buf, sizeof buf, "fabric=shm link_fd=%d state=%s", fd_, failed_ ? "failed" : "up");
+  return buf;
+}
+
 ShmLink::~ShmLink() {
   if (fd_ >= 0) sys::close(fd_);
 }

@@ -61,6 +61,7 @@ class ShmLink final : public Link {
   bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) override;
   const char* fabric_name() const override { return "shm"; }
   bool failed() const override { return failed_; }
+  std::string describe() const override;
   void free_local_rmb(LocalRmb* rmb) override { shm_free_rmb(rmb); }
   void release_remote_rmb(RemoteRmb* rmb) override { shm_unmap_remote(rmb); }
 

@@ -917,6 +917,32 @@ void VerbsLink::fail(const std::string& reason) {
   ibv_modify_qp(qp_, &a, IBV_QP_STATE);
 }
 
+std::string VerbsLink::describe() const {
+  std::string out;
+  char buf[512];
+  auto q = query_qp();
+  VerbsLinkCounters c = counters();
+  snprintf(buf, sizeof buf,
+           "fabric=verbs device=%s port=%u netdev=%s gid_index=%d qpn=%u dest_qpn=%u qp_state=%s path_mtu_code=%u "
+           "tclass=%u retry_cnt=%u ece=%s state=%s bytes_written=%llu writes=%llu messages_sent=%llu "
+           "messages_received=%llu sq_full_waits=%llu",
+           port_.device.c_str(), port_.port, port_.netdev.empty() ? "?" : port_.netdev.c_str(), port_.gid_index, qpn(),
+           q ? q->dest_qpn : 0, q ? q->state : "?", q ? q->path_mtu_code : 0, q ? q->traffic_class : 0,
+           q ? q->retry_cnt : 0, ece_supported_ ? "supported" : "not-supported", failed() ? "failed" : "up",
+           static_cast<unsigned long long>(c.bytes_written), static_cast<unsigned long long>(c.writes_posted),
+           static_cast<unsigned long long>(c.messages_sent), static_cast<unsigned long long>(c.messages_received),
+           static_cast<unsigned long long>(c.sq_full_waits));
+  out = buf;
+  // The device's own counters (retries, congestion: CNPs, ECN) where it has them.
+  std::string hw = verbs_port_counters(port_);
+  for (size_t pos; (pos = hw.find("not provided")) != std::string::npos;) hw.replace(pos, 12, "not-provided");
+  for (char& ch : hw)
+    if (ch == '\n') ch = ' ';
+  out += " hw: ";
+  out += hw;
+  return out;
+}
+
 std::string VerbsLink::failure_reason() const {
   std::lock_guard<std::mutex> lock(fail_mu_);
   return failure_reason_;

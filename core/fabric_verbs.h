@@ -184,6 +184,7 @@ class VerbsLink final : public Link {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".
   std::string failure_reason() const;
+  std::string describe() const override;
   VerbsLinkCounters counters() const;
   std::optional<VerbsQpInfo> query_qp() const;
   // Test hook: moves the QP to the error state, as a dying peer/port would.

@@ -36,6 +36,58 @@ void LinkGroup::register_group(LinkGroup* g) {
   registry().push_back(g);
 }
 
+namespace {
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+}  // namespace
+
+std::string LinkGroup::describe_all() {
+  // Held (not locked) while described: describing takes connection locks,
+  // and a connection's holder may be on its way into the registry lock.
+  std::vector<LinkGroup*> groups;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    for (LinkGroup* g : registry()) {
+      std::lock_guard<std::mutex> glock(g->mu_);
+      if (g->retired_) continue;
+      ++g->users_;
+      groups.push_back(g);
+    }
+  }
+  std::string out;
+  for (LinkGroup* g : groups) {
+    std::vector<Connection*> conns;
+    {
+      std::lock_guard<std::mutex> glock(g->mu_);
+      for (auto& [token, c] : g->conns_)
+        if (c->try_ref()) conns.push_back(c);
+      char buf[400];
+      snprintf(buf, sizeof buf,
+               "group role=%s peer_id=%s link_num=%u local_gid=%s local_qpn=%u remote_gid=%s remote_qpn=%u "
+               "mtu_code=%u connections=%zu peer_rmbs_pending=%zu state=%s\n",
+               g->role_ == Role::kServer ? "server" : "client", hex(g->peer_.data(), 8).c_str(), g->link_num_,
+               hex(g->local_.gid.data(), 16).c_str(), g->local_.qpn, hex(g->remote_.gid.data(), 16).c_str(),
+               g->remote_.qpn, g->local_.mtu_code, g->conns_.size(), g->peer_rtokens_.size(),
+               g->failed_ ? "failed" : "up");
+      out += buf;
+    }
+    out += "  link " + g->link_->describe() + "\n";
+    for (Connection* c : conns) {
+      out += "  conn " + c->describe() + "\n";
+      c->unref();
+    }
+    g->release_hold();
+  }
+  return out;
+}
+
 LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {

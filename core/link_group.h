@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/clc.h"
@@ -50,6 +51,8 @@ class LinkGroup {
   // finds its group by the client's Peer ID, the client by the link that an
   // F=0 Accept names. A found group is returned held (see release_hold).
   static void register_group(LinkGroup* g);
+  // Every live group, its link and connections, as "key=value" lines.
+  static std::string describe_all();
   static LinkGroup* acquire_for_server(const clc::PeerId& client, bool shm);
   static LinkGroup* acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
                                        uint32_t qpn);

@@ -57,6 +57,24 @@ check "20 connections over one link group per side: one QP pair, not 20" \
 run_pair "--mode source --bytes 4M --max-conns 1" "--mode source --bytes 4M"
 check "server closes first over rxe" [ "$(field ok "$OUT")" = 1 ]
 
+# Per-link diagnostics from a live process: device, GID index, QP, counters.
+port=$(free_port); reset_stats
+bg under_smc "$ECHO_TOOL" server --host "$HOST" --port "$port"
+wait_port "$port"; spid=$(listener_pid "$port")
+bg under_smc python3 -c "
+import socket, time
+s = socket.create_connection(('$HOST', $port)); s.sendall(b'x'); assert s.recv(1) == b'x'; time.sleep(8)"
+for _ in $(seq 100); do
+  DIAG=$("$SMCR_BUILD_DIR/tools/smcr_stat" --pid "$spid" 2>/dev/null) && grep -q "state=ACTIVE" <<<"$DIAG" && break
+  sleep 0.1
+done
+log "smcr_stat:"; echo "$DIAG"
+check "smcr_stat: the link is verbs on $DEV, QP in RTS, with the GID index and traffic class" \
+  grep -q "^  link fabric=verbs device=$DEV port=1 .*gid_index=[0-9]* .*qp_state=RTS .*tclass=106 " <<<"$DIAG"
+check "smcr_stat: device counters, 'not-provided' where rxe has none" grep -q "np_cnp_sent=not-provided" <<<"$DIAG"
+check "smcr_stat: the connection is ACTIVE" grep -q "^  conn .*state=ACTIVE local=$HOST:$port" <<<"$DIAG"
+kill "$spid" 2>/dev/null
+
 # One side without a usable device: the server's fabric is restricted to shm,
 # so it declines the client's RoCE GID and both continue over TCP.
 port=$(free_port); reset_stats
