@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <unistd.h>
 
@@ -109,6 +110,18 @@ void wake(int fd) {
 
 namespace {
 
+// RFC 4.5.3 keepalive: TEST LINK on a link idle this long (SMCR_KEEPALIVE_MS,
+// default 30 s; 0 disables), checked a few times per interval.
+int64_t keepalive_interval_ms() {
+  static const int64_t ms = [] {
+    const char* v = getenv("SMCR_KEEPALIVE_MS");
+    long x = v ? strtol(v, nullptr, 10) : 30000;
+    return static_cast<int64_t>(x <= 0 ? INT32_MAX : std::max(x, 200L));
+  }();
+  return ms;
+}
+int64_t keepalive_tick_ms() { return std::min<int64_t>(std::max<int64_t>(keepalive_interval_ms() / 3, 100), 60000); }
+
 // Answers one smcr_stat client: the process, its link groups, links and
 // connections, and the counters. Only the same user (or root) may look.
 void serve_diagnostics(int listen_fd) {
@@ -209,9 +222,10 @@ bool Engine::serve_shm_rendezvous() {
 void Engine::loop() {
   Impl* im = impl_;
   std::vector<Watch*> group_watches;
+  int64_t last_keepalive = sys::now_ms();
   epoll_event events[64];
   for (;;) {
-    int timeout = -1;
+    int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
     {
       std::lock_guard<std::mutex> lock(im->mu);
       int64_t now = sys::now_ms();
@@ -312,6 +326,14 @@ void Engine::loop() {
     for (Watch* w : dead) {
       w->conn->unref();
       delete w;
+    }
+    if (int64_t t = sys::now_ms(); t - last_keepalive >= keepalive_tick_ms()) {
+      last_keepalive = t;
+      for (Watch* w : group_watches) {
+        if (w->group->failed() || w->group->keepalive_tick(t, keepalive_interval_ms())) continue;
+        epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+        w->group->on_link_failure();
+      }
     }
     int64_t now = sys::now_ms();
     for (Connection* c : due) {

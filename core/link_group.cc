@@ -225,7 +225,32 @@ LinkGroup::~LinkGroup() {
     if (fd >= 0) sys::close(fd);
 }
 
+bool LinkGroup::keepalive_tick(int64_t now_ms, int64_t interval_ms) {
+  if (failed_) return false;
+  if (last_rx_ms_ == 0) last_rx_ms_ = now_ms;
+  if (test_link_mismatch_) {
+    SMCR_LOG(1, "link: TEST LINK reply does not echo our data: link down");
+    return false;
+  }
+  if (test_link_deadline_ms_ != 0) {
+    if (now_ms < test_link_deadline_ms_) return true;
+    SMCR_LOG(1, "link: no TEST LINK reply within the LLC timeout: link down");
+    return false;
+  }
+  if (now_ms - last_rx_ms_ < interval_ms) return true;
+  llc::TestLink probe;
+  uint64_t r[2];
+  ::syscall(SYS_getrandom, r, sizeof r, 0);
+  std::memcpy(probe.user_data.data(), r, 16);
+  test_link_data_ = probe.user_data;
+  test_link_deadline_ms_ = now_ms + 2000;  // Linux: 2 s for LLC replies after first contact
+  if (!link_->post_message(llc::encode(probe))) return false;
+  counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void LinkGroup::dispatch(std::span<const uint8_t> msg) {
+  last_rx_ms_ = sys::now_ms();
   if (msg.size() != kLinkMessageLen) {
     SMCR_LOG(1, "link: %zu-byte message (want 44): link down", msg.size());
     on_link_failure();
@@ -289,7 +314,14 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
     return;
   }
   if (auto* t = std::get_if<llc::TestLink>(&*m)) {
-    if (!t->reply) {
+    if (t->reply) {
+      if (test_link_deadline_ms_ != 0) {
+        test_link_mismatch_ = t->user_data != test_link_data_;
+        test_link_deadline_ms_ = 0;
+      }
+      return;
+    }
+    {
       llc::TestLink reply = *t;
       reply.reply = true;
       link_->post_message(llc::encode(reply));

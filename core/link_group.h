@@ -81,6 +81,10 @@ class LinkGroup {
 
   // Engine thread: one message off the link.
   void dispatch(std::span<const uint8_t> msg);
+  // Engine thread, periodically: RFC 4.5.3 keepalive. A link idle for
+  // `interval_ms` gets a TEST LINK; no (or a wrong) reply within the LLC
+  // timeout means the link has failed. Returns false when it has.
+  bool keepalive_tick(int64_t now_ms, int64_t interval_ms);
   // Engine thread: the link failed; abort every connection on it.
   void on_link_failure();
   // Engine thread, last connection gone: the server ends the group with
@@ -106,6 +110,12 @@ class LinkGroup {
   int users_ = 0;  // connections + handshake holds
   std::map<std::pair<uint32_t, uint64_t>, int> peer_rtokens_;  // (rkey, vaddr) -> shm fd or -1
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
+
+  // Keepalive state, engine thread only.
+  int64_t last_rx_ms_ = 0;
+  int64_t test_link_deadline_ms_ = 0;  // 0: no TEST LINK outstanding
+  std::array<uint8_t, 16> test_link_data_{};
+  bool test_link_mismatch_ = false;
 
   std::mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)
   std::condition_variable exchange_cv_;
