@@ -185,6 +185,7 @@ std::string Connection::describe() {
     return busy;
   }
   std::lock_guard<Connection> lock(*this, std::adopt_lock);
+  drain_inbox_locked();
   auto addr = [&](bool peer) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
@@ -300,6 +301,8 @@ bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
   m.flags.peer_conn_abort = abort;
   auto bytes = cdc::encode(m);
   if (!link_->post_message(bytes)) {
+    counters().link_send_errors.fetch_add(1, std::memory_order_relaxed);
+    counters().last_link_send_errno.store(errno, std::memory_order_relaxed);
     SMCR_LOG(1, "conn %08x: CDC send failed: %s", local_token_, strerror(errno));
     link_dead_ = true;
     return false;

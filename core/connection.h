@@ -102,9 +102,14 @@ class Connection {
   // One line of "key=value" pairs: token, state, addresses, RMBs, bytes.
   std::string describe();
 
- // BasicLockable, so std::lock_guard / std::unique_lock work on a connection:
-  // unlock() first processes the CDC messages parked while it was held.
-  void lock() { mu_.lock(); }
+ // BasicLockable, so std::lock_guard / std::unique_lock work on a connection.
+  // CDC messages parked while it was held are processed when it is taken
+  // (so nothing else overtakes them: a link failure must not be seen before
+  // the data and C that preceded it) and again as it is released.
+  void lock() {
+    mu_.lock();
+    drain_inbox_locked();
+  }
   void unlock();
 
  private:

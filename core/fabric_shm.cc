@@ -275,23 +275,29 @@ bool ShmLink::post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg
 
 bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
   uint8_t buf[128];
+  int errors = 0;
   for (;;) {
     // A message may carry an RMB fd (CONFIRM RKEY on a subsequent contact).
     ssize_t n = recv_with_fd(fd_, buf, sizeof buf, &attached_fd_);
     if (n > 0) {
+      errors = 0;
       on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
       if (attached_fd_ >= 0) sys::close(attached_fd_);  // nobody wanted it
       attached_fd_ = -1;
       continue;
     }
-    if (n == 0) {  // peer closed its end
+    if (n == 0) {  // peer closed its end, and everything it sent has been read
       failed_ = true;
       return false;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return !failed_;
     if (errno == EINTR) continue;
+    // A peer that exits with unread messages in its own queue leaves us
+    // ECONNRESET, reported once and ahead of what it sent before it died
+    // (the kernel checks sk_err first): keep reading, so that its last data
+    // and its C still arrive before we call the link failed.
     failed_ = true;
-    return false;
+    if (++errors > 2) return false;
   }
 }
 

@@ -309,3 +309,28 @@ TEST_F(ConnectionTest, ReceiverSendsWindowUpdateWhenWriterBlocked) {
 
 }  // namespace
 }  // namespace smcr
+
+namespace smcr {
+namespace {
+
+// A peer that exits with our messages still unread in its queue leaves the
+// kernel's ECONNRESET on our link, reported ahead of its own last messages:
+// its data and its C must still be delivered (then EOF, not a reset).
+TEST_F(ConnectionTest, PeerExitingWithUnreadMessagesStillDeliversItsClose) {
+  const char msg[] = "unread";
+  iovec iov{const_cast<char*>(msg), 6};
+  ASSERT_EQ(conn_->sendv(&iov, 1, 0), 6);  // its CDC stays unread by the peer
+  memcpy(our_rmb_as_peer_.addr + 4, "bye", 3);
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 7}, {0, 4}, f);
+  close(peer_link_);
+  peer_link_ = -1;
+  std::string got;
+  EXPECT_EQ(read_app(&got), 3);
+  EXPECT_EQ(got, "bye");
+  EXPECT_EQ(read_app(&got), 0) << "EOF, not ECONNRESET: the peer closed properly";
+}
+
+}  // namespace
+}  // namespace smcr
