@@ -48,6 +48,10 @@ check "the device's own counters carried both directions' payload (>= $(( tx1 - 
 run_pair "--max-conns 1" "--bytes 1"
 check "1-byte stream over rxe" [ "$(field ok "$OUT")" = 1 ]
 
+run_pair "--max-conns 1" "--bytes 256M"
+check "256 MiB stream over rxe intact (SHA-256)" [ "$(field ok "$OUT")" = 1 ]
+check "256 MiB: TCP still carried only the handshake" [ "$(field tcp_bytes_received "$OUT")" -lt 300 ]
+
 run_pair "--max-conns 20" "--bytes 256K --conns 20"
 check "20 concurrent connections over rxe" [ "$(field ok "$OUT")" = 20 ]
 check "20 connections were SMC-R" [ "$(stat_sum smc_active)" = 20 ]
