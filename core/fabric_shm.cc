@@ -89,9 +89,9 @@ sockaddr_un abstract_address(const clc::Gid& gid, socklen_t* len) {
   return a;
 }
 
-// Sends one datagram with an optional fd attached.
-bool send_with_fd(int sock, const std::vector<uint8_t>& bytes, int fd_to_pass) {
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+// Sends one datagram with an optional fd attached (SCM_RIGHTS).
+ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
+  iovec iov{const_cast<void*>(data), len};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
@@ -105,7 +105,12 @@ bool send_with_fd(int sock, const std::vector<uint8_t>& bytes, int fd_to_pass) {
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
   }
-  return sys::sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(bytes.size());
+  return sys::sendmsg(sock, &m, flags | MSG_NOSIGNAL);
+}
+
+bool send_with_fd(int sock, const std::vector<uint8_t>& bytes, int fd_to_pass) {
+  return sendmsg_with_fd(sock, bytes.data(), bytes.size(), fd_to_pass, MSG_DONTWAIT) ==
+         static_cast<ssize_t>(bytes.size());
 }
 
 // Receives one datagram and at most one passed fd (extra fds are closed).
@@ -251,22 +256,8 @@ bool ShmLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
 }
 
 bool ShmLink::post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg, int fd) {
-  iovec iov{const_cast<uint8_t*>(msg.data()), msg.size()};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    m.msg_control = cbuf;
-    m.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
   for (;;) {
-    ssize_t n = sys::sendmsg(fd_, &m, MSG_NOSIGNAL);
+    ssize_t n = sendmsg_with_fd(fd_, msg.data(), msg.size(), fd, 0);
     if (n == static_cast<ssize_t>(msg.size())) return true;
     if (n < 0 && errno == EINTR) continue;
     return false;

@@ -473,20 +473,33 @@ static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::Accep
 }
 
 #ifdef SMCR_HAVE_VERBS
-// The verbs fabric, client side, after the Accept: QP, RMB registered in its
-// PD, QP to RTR/RTS against the server's QPN/PSN/GID.
-static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPort& port, const clc::AcceptConfirm& acc,
-                                                   uint32_t peer_size, int64_t deadline, FabricSetup* fs) {
+// A new link on `port` with our RMB registered in its protection domain.
+static VerbsLink* verbs_link_with_rmb(int fd, const VerbsPort& port, int64_t deadline, FabricSetup* fs,
+                                      std::optional<HandshakeOutcome>* failed) {
   std::string why;
   auto link = VerbsLink::create(port, &why);
   if (!link) {
     SMCR_LOG(1, "verbs: %s", why.c_str());
-    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+    *failed = decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+    return nullptr;
   }
   VerbsLink* v = link.get();
   fs->link = std::move(link);
-  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb))
-    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb)) {
+    *failed = decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+    return nullptr;
+  }
+  return v;
+}
+
+// The verbs fabric, client side, after the Accept: QP, RMB registered in its
+// PD, QP to RTR/RTS against the server's QPN/PSN/GID.
+static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPort& port, const clc::AcceptConfirm& acc,
+                                                   uint32_t peer_size, int64_t deadline, FabricSetup* fs) {
+  std::optional<HandshakeOutcome> failed;
+  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
+  if (!v) return failed;
+  std::string why;
   fs->mtu_code = std::min(acc.mtu_code, v->mtu_code());
   if (!v->connect(acc.gid, acc.qpn, acc.psn, fs->mtu_code, &why)) {
     SMCR_LOG(1, "verbs: %s", why.c_str());
@@ -684,16 +697,9 @@ static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::Ac
 
 #ifdef SMCR_HAVE_VERBS
 static std::optional<HandshakeOutcome> verbs_server_prepare(int fd, const VerbsPort& port, int64_t deadline, FabricSetup* fs) {
-  std::string why;
-  auto link = VerbsLink::create(port, &why);
-  if (!link) {
-    SMCR_LOG(1, "verbs: %s", why.c_str());
-    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
-  }
-  VerbsLink* v = link.get();
-  fs->link = std::move(link);
-  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb))
-    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  std::optional<HandshakeOutcome> failed;
+  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
+  if (!v) return failed;
   fs->gid = v->gid();
   fs->mac = v->mac();
   fs->qpn = v->qpn();
