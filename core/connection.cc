@@ -586,8 +586,11 @@ void Connection::release_resources_locked() {
   // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
   // peer's RMBE will not be written again.
   if (link_) {
+    uint32_t rkey = rmb_.rkey;
+    bool had_rmb = rmb_.addr != nullptr;
     link_->free_local_rmb(&rmb_);
     link_->release_remote_rmb(&peer_rmb_);
+    if (had_rmb && group_ && !link_dead_) group_->announce_rmb_deleted(rkey);
   }
   rx_prod_ = rx_cons_;
   LinkGroup* g = group_;

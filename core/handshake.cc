@@ -374,6 +374,7 @@ HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_pt
                            const LinkIdentity& local, const LinkIdentity& remote, LocalRmb* rmb,
                            const RemoteRmb& peer_rmb, uint32_t local_token, uint32_t peer_token, int tcp_fd) {
   auto* group = new LinkGroup(role, peer_id, std::move(link), link_num, local, remote);
+  group->note_peer_rkey(peer_rmb.rkey);
   HandshakeOutcome o = establish_on(group, rmb, peer_rmb, local_token, peer_token, tcp_fd, true);
   LinkGroup::register_group(group);
   Engine::get().add_group(group);

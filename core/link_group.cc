@@ -217,7 +217,21 @@ bool LinkGroup::take_peer_rtoken(uint32_t rkey, uint64_t vaddr, int* fd) {
   if (it == peer_rtokens_.end()) return false;
   *fd = it->second;
   peer_rtokens_.erase(it);
+  peer_rkeys_in_use_.insert(rkey);
   return true;
+}
+
+void LinkGroup::note_peer_rkey(uint32_t rkey) {
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_rkeys_in_use_.insert(rkey);
+}
+
+void LinkGroup::announce_rmb_deleted(uint32_t rkey) {
+  if (failed_) return;
+  llc::DeleteRkey d;
+  d.count = 1;
+  d.rkeys[0] = rkey;
+  if (link_->post_message(llc::encode(d))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
 LinkGroup::~LinkGroup() {
@@ -363,6 +377,39 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
       }
     }
     if (fd >= 0) sys::close(fd);
+    if (link_->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (auto* d = std::get_if<llc::DeleteRkey>(&*m)) {
+    if (d->reply) {
+      if (d->negative) SMCR_LOG(1, "link: peer did not know %u of our deleted RKeys (mask %02x)", d->count, d->error_mask);
+      return;
+    }
+    // RKeys the peer deleted: forget them; an RKey we never had gets a
+    // negative reply with its bit set (MSB = first).
+    llc::DeleteRkey reply = *d;
+    reply.reply = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint8_t i = 0; i < d->count && i < d->rkeys.size(); ++i) {
+        uint32_t rkey = d->rkeys[i];
+        bool known = peer_rkeys_in_use_.erase(rkey) > 0;
+        for (auto it = peer_rtokens_.begin(); it != peer_rtokens_.end();) {
+          if (it->first.first != rkey) {
+            ++it;
+            continue;
+          }
+          if (it->second >= 0) sys::close(it->second);
+          it = peer_rtokens_.erase(it);
+          known = true;
+        }
+        if (!known) {
+          reply.negative = true;
+          reply.error_mask = static_cast<uint8_t>(reply.error_mask | (0x80u >> i));
+          SMCR_LOG(1, "link: DELETE RKEY for unknown RKey %08x", rkey);
+        }
+      }
+    }
     if (link_->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
     return;
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,12 @@ class LinkGroup {
   // RTokens the peer announced with CONFIRM RKEY (and, on shm, the RMB fd
   // that came with it); taken by the handshake whose Accept/Confirm names it.
   bool take_peer_rtoken(uint32_t rkey, uint64_t vaddr, int* fd);
+  // Our RMB with `rkey` is gone (its connection has ended): tell the peer
+  // with DELETE RKEY (RFC 3.5.5.2.2). Not awaited: the peer's connection has
+  // exchanged C and writes no more; the reply is only logged.
+  void announce_rmb_deleted(uint32_t rkey);
+  // The peer's first-contact RMB (named in CLC, not by CONFIRM RKEY).
+  void note_peer_rkey(uint32_t rkey);
 
   // Engine thread: one message off the link.
   void dispatch(std::span<const uint8_t> msg);
@@ -110,6 +117,7 @@ class LinkGroup {
   int users_ = 0;  // connections + handshake holds
   std::map<std::pair<uint32_t, uint64_t>, int> peer_rtokens_;  // (rkey, vaddr) -> shm fd or -1
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
+  std::set<uint32_t> peer_rkeys_in_use_;  // claimed by a connection, until DELETE RKEY
 
   // Keepalive state, engine thread only.
   int64_t last_rx_ms_ = 0;

@@ -58,7 +58,7 @@ class ConnectionTest : public ::testing::Test {
     Engine::get().add_group(group_);
   }
   void TearDown() override {
-    conn_->app_close(true);
+    if (conn_) conn_->app_close(true);
     close(peer_link_);
     shm_unmap_remote(&our_rmb_as_peer_);
     shm_free_rmb(&peers_);
@@ -330,6 +330,59 @@ TEST_F(ConnectionTest, PeerExitingWithUnreadMessagesStillDeliversItsClose) {
   EXPECT_EQ(read_app(&got), 3);
   EXPECT_EQ(got, "bye");
   EXPECT_EQ(read_app(&got), 0) << "EOF, not ECONNRESET: the peer closed properly";
+}
+
+}  // namespace
+}  // namespace smcr
+
+namespace smcr {
+namespace {
+
+// RFC 3.5.5.2.2: an RMB that goes away is announced with DELETE RKEY; an
+// RKey the receiver never had gets a negative reply with its bit set.
+TEST_F(ConnectionTest, DeleteRkeyForAnUnknownRkeyIsAnsweredNegatively) {
+  llc::DeleteRkey d;
+  d.count = 2;
+  d.rkeys[0] = 0x11111111;  // never announced to us
+  d.rkeys[1] = 0x22222222;
+  auto b = llc::encode(d);
+  send_raw(b.data(), b.size());
+  for (;;) {
+    pollfd p{peer_link_, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 2000), 1) << "no DELETE RKEY reply";
+    uint8_t r[64];
+    ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
+    auto m = llc::decode(std::span<const uint8_t>(r, 44));
+    auto* reply = m ? std::get_if<llc::DeleteRkey>(&*m) : nullptr;
+    if (!reply) continue;
+    EXPECT_TRUE(reply->reply);
+    EXPECT_TRUE(reply->negative);
+    EXPECT_EQ(reply->error_mask, 0xC0);
+    break;
+  }
+}
+
+TEST_F(ConnectionTest, ReleasedConnectionAnnouncesItsRmbWithDeleteRkey) {
+  uint32_t rkey = ours_.rkey;
+  // Both sides close: our C, then the peer's C releases the connection.
+  conn_->app_close(false);
+  conn_ = nullptr;
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  for (;;) {
+    pollfd p{peer_link_, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 2000), 1) << "no DELETE RKEY after the connection ended";
+    uint8_t r[64];
+    ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
+    auto m = llc::decode(std::span<const uint8_t>(r, 44));
+    auto* d = m ? std::get_if<llc::DeleteRkey>(&*m) : nullptr;
+    if (!d) continue;
+    EXPECT_FALSE(d->reply);
+    EXPECT_EQ(d->count, 1);
+    EXPECT_EQ(d->rkeys[0], rkey);
+    break;
+  }
 }
 
 }  // namespace
