@@ -344,6 +344,27 @@ std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc
 
 // The handshake succeeded: the link becomes a link group, the RMBs a
 // connection, and the engine starts watching the link.
+// Our Accept or Confirm: the link we name (GID, MAC, QPN, PSN, MTU) and our
+// RMB (RToken, RMBE index 1, Bsize) with a fresh alert token.
+clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIdentity& link, uint32_t psn,
+                               const LocalRmb& rmb) {
+  clc::AcceptConfirm m;
+  m.type = type;
+  m.first_contact = first_contact;
+  m.peer_id = shm_identity().peer_id;
+  m.gid = link.gid;
+  m.mac = link.mac;
+  m.qpn = link.qpn;
+  m.rmb_rkey = rmb.rkey;
+  m.rmbe_index = 1;
+  m.rmbe_alert_token = random_u32() | 1;
+  m.rmbe_size_code = rmb::encode_size(rmb.size);
+  m.mtu_code = link.mtu_code;
+  m.rmb_vaddr = rmb.vaddr;
+  m.psn = psn;
+  return m;
+}
+
 // The handshake succeeded on `group`: the RMBs become a connection.
 HandshakeOutcome establish_on(LinkGroup* group, LocalRmb* rmb, const RemoteRmb& peer_rmb, uint32_t local_token,
                               uint32_t peer_token, int tcp_fd, bool first_contact) {
@@ -529,18 +550,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
     g->link()->release_remote_rmb(&peer);
     return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   }
-  clc::AcceptConfirm conf;
-  conf.type = clc::Type::kConfirm;
-  conf.peer_id = shm_identity().peer_id;
-  conf.gid = g->local().gid;
-  conf.mac = g->local().mac;
-  conf.qpn = g->local().qpn;
-  conf.rmb_rkey = rmb.rkey;
-  conf.rmbe_index = 1;
-  conf.rmbe_alert_token = random_u32() | 1;
-  conf.rmbe_size_code = rmb::encode_size(rmb.size);
-  conf.mtu_code = g->local().mtu_code;
-  conf.rmb_vaddr = rmb.vaddr;
+  clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmb);
   g->expect_token(conf.rmbe_alert_token);
   if (!send_all(fd, clc::encode(conf), deadline)) {
     g->forget_token(conf.rmbe_alert_token);
@@ -619,19 +629,8 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   }
   if (failed) return *failed;
 
-  clc::AcceptConfirm conf;
-  conf.type = clc::Type::kConfirm;
-  conf.peer_id = id.peer_id;
-  conf.gid = fs.gid;
-  conf.mac = fs.mac;
-  conf.qpn = fs.qpn;
-  conf.rmb_rkey = fs.rmb.rkey;
-  conf.rmbe_index = 1;
-  conf.rmbe_alert_token = random_u32() | 1;
-  conf.rmbe_size_code = rmb::encode_size(fs.rmb.size);
-  conf.mtu_code = fs.mtu_code;
-  conf.rmb_vaddr = fs.rmb.vaddr;
-  conf.psn = fs.psn;
+  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
+  clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, local, fs.psn, fs.rmb);
   if (!send_all(fd, clc::encode(conf), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
   HandshakeOutcome failure;
@@ -648,7 +647,7 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   // The group is registered before the reply goes out: the server may answer
   // the next connection with an F=0 Accept as soon as the reply arrives.
   Link* link = fs.link.get();
-  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code}, remote{acc->gid, acc->mac, acc->qpn, acc->mtu_code};
+  LinkIdentity remote{acc->gid, acc->mac, acc->qpn, acc->mtu_code};
   HandshakeOutcome o = establish(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, local, remote,
                                  &fs.rmb, fs.peer, conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
   fs.peer = RemoteRmb{};  // owned by the connection now
@@ -730,19 +729,7 @@ static std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::
 static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline) {
   LocalRmb rmb;
   if (!add_rmb_to_group(g, &rmb)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
-  clc::AcceptConfirm acc;
-  acc.type = clc::Type::kAccept;
-  acc.first_contact = false;
-  acc.peer_id = shm_identity().peer_id;
-  acc.gid = g->local().gid;
-  acc.mac = g->local().mac;
-  acc.qpn = g->local().qpn;
-  acc.rmb_rkey = rmb.rkey;
-  acc.rmbe_index = 1;
-  acc.rmbe_alert_token = random_u32() | 1;
-  acc.rmbe_size_code = rmb::encode_size(rmb.size);
-  acc.mtu_code = g->local().mtu_code;
-  acc.rmb_vaddr = rmb.vaddr;
+  clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, false, g->local(), 0, rmb);
   auto fail = [&](HandshakeOutcome o) {
     g->forget_token(acc.rmbe_alert_token);
     g->link()->free_local_rmb(&rmb);
@@ -770,7 +757,6 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
 HandshakeOutcome clc_server(int fd, bool have_resources) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
-  const ShmIdentity& id = shm_identity();
 
   std::vector<uint8_t> msg;
   clc::Header h{};
@@ -821,20 +807,8 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
     }
   } abandon{shm, fs.qpn};
 
-  clc::AcceptConfirm acc;
-  acc.type = clc::Type::kAccept;
-  acc.first_contact = true;
-  acc.peer_id = id.peer_id;
-  acc.gid = fs.gid;
-  acc.mac = fs.mac;
-  acc.qpn = fs.qpn;
-  acc.rmb_rkey = fs.rmb.rkey;
-  acc.rmbe_index = 1;
-  acc.rmbe_alert_token = random_u32() | 1;
-  acc.rmbe_size_code = rmb::encode_size(fs.rmb.size);
-  acc.mtu_code = fs.mtu_code;
-  acc.rmb_vaddr = fs.rmb.vaddr;
-  acc.psn = fs.psn;
+  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
+  clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
   if (!send_all(fd, clc::encode(acc), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
   r = recv_clc(fd, deadline, &msg, &h);
@@ -880,7 +854,7 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
   if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn)
     return terminate(Fallback::kProtocolError, ECONNRESET);
   counters().llc_received.fetch_add(1);
-  LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code}, remote{conf->gid, conf->mac, conf->qpn, conf->mtu_code};
+  LinkIdentity remote{conf->gid, conf->mac, conf->qpn, conf->mtu_code};
   HandshakeOutcome o = establish(Role::kServer, prop->peer_id, std::move(fs.link), 1, local, remote, &fs.rmb, fs.peer,
                                  acc.rmbe_alert_token, conf->rmbe_alert_token, fd);
   fs.peer = RemoteRmb{};
