@@ -105,6 +105,20 @@ class ConnectionTest : public ::testing::Test {
     }
   }
 
+  // The next LLC message of type T our connection's link sent to the peer
+  // (this test), skipping everything else; nullopt after timeout_ms of silence.
+  template <typename T>
+  std::optional<T> next_llc(int timeout_ms = 2000) {
+    for (;;) {
+      pollfd p{peer_link_, POLLIN, 0};
+      if (poll(&p, 1, timeout_ms) != 1) return std::nullopt;
+      uint8_t r[64];
+      if (recv(peer_link_, r, sizeof r, 0) != 44) return std::nullopt;
+      auto m = llc::decode(std::span<const uint8_t>(r, 44));
+      if (auto* t = m ? std::get_if<T>(&*m) : nullptr) return *t;
+    }
+  }
+
   // The engine handles a link's messages in order: once our TEST LINK is
   // answered, everything sent before it has been processed.
   void barrier() {
@@ -112,13 +126,8 @@ class ConnectionTest : public ::testing::Test {
     t.user_data[0] = 0xBA;
     auto b = llc::encode(t);
     send_raw(b.data(), b.size());
-    for (;;) {
-      pollfd p{peer_link_, POLLIN, 0};
-      ASSERT_EQ(poll(&p, 1, 2000), 1) << "no TEST LINK reply";
-      uint8_t r[64];
-      ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
-      if (r[0] == static_cast<uint8_t>(llc::Type::kTestLink) && (r[3] & 0x80)) return;
-    }
+    auto reply = next_llc<llc::TestLink>();
+    ASSERT_TRUE(reply && reply->reply) << "no TEST LINK reply";
   }
 
   void expect_reset() {
@@ -249,13 +258,7 @@ TEST_F(ConnectionTest, TestLinkIsAnswered) {
   for (int i = 0; i < 16; ++i) t.user_data[i] = static_cast<uint8_t>(i + 1);
   auto b = llc::encode(t);
   send_raw(b.data(), b.size());
-  pollfd p{peer_link_, POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, 2000), 1);
-  uint8_t r[64];
-  ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
-  auto m = llc::decode(std::span<const uint8_t>(r, 44));
-  ASSERT_TRUE(m);
-  auto* reply = std::get_if<llc::TestLink>(&*m);
+  auto reply = next_llc<llc::TestLink>();
   ASSERT_TRUE(reply);
   EXPECT_TRUE(reply->reply);
   EXPECT_EQ(reply->user_data, t.user_data);
@@ -347,19 +350,11 @@ TEST_F(ConnectionTest, DeleteRkeyForAnUnknownRkeyIsAnsweredNegatively) {
   d.rkeys[1] = 0x22222222;
   auto b = llc::encode(d);
   send_raw(b.data(), b.size());
-  for (;;) {
-    pollfd p{peer_link_, POLLIN, 0};
-    ASSERT_EQ(poll(&p, 1, 2000), 1) << "no DELETE RKEY reply";
-    uint8_t r[64];
-    ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
-    auto m = llc::decode(std::span<const uint8_t>(r, 44));
-    auto* reply = m ? std::get_if<llc::DeleteRkey>(&*m) : nullptr;
-    if (!reply) continue;
-    EXPECT_TRUE(reply->reply);
-    EXPECT_TRUE(reply->negative);
-    EXPECT_EQ(reply->error_mask, 0xC0);
-    break;
-  }
+  auto reply = next_llc<llc::DeleteRkey>();
+  ASSERT_TRUE(reply) << "no DELETE RKEY reply";
+  EXPECT_TRUE(reply->reply);
+  EXPECT_TRUE(reply->negative);
+  EXPECT_EQ(reply->error_mask, 0xC0);
 }
 
 TEST_F(ConnectionTest, ReleasedConnectionAnnouncesItsRmbWithDeleteRkey) {
@@ -370,19 +365,11 @@ TEST_F(ConnectionTest, ReleasedConnectionAnnouncesItsRmbWithDeleteRkey) {
   cdc::Flags f;
   f.peer_conn_closed = true;
   send_cdc(1, {0, 4}, {0, 4}, f);
-  for (;;) {
-    pollfd p{peer_link_, POLLIN, 0};
-    ASSERT_EQ(poll(&p, 1, 2000), 1) << "no DELETE RKEY after the connection ended";
-    uint8_t r[64];
-    ASSERT_EQ(recv(peer_link_, r, sizeof r, 0), 44);
-    auto m = llc::decode(std::span<const uint8_t>(r, 44));
-    auto* d = m ? std::get_if<llc::DeleteRkey>(&*m) : nullptr;
-    if (!d) continue;
-    EXPECT_FALSE(d->reply);
-    EXPECT_EQ(d->count, 1);
-    EXPECT_EQ(d->rkeys[0], rkey);
-    break;
-  }
+  auto d = next_llc<llc::DeleteRkey>();
+  ASSERT_TRUE(d) << "no DELETE RKEY after the connection ended";
+  EXPECT_FALSE(d->reply);
+  EXPECT_EQ(d->count, 1);
+  EXPECT_EQ(d->rkeys[0], rkey);
 }
 
 }  // namespace
