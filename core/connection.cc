@@ -99,11 +99,15 @@ Connection* Connection::create(const ConnectionSetup& s) {
   std::lock_guard<Connection> lock(*c);
   c->reset_fields();
   c->group_ = s.group;
-  c->link_ = s.group->link();
-  c->rmb_ = s.rmb;
-  c->peer_rmb_ = s.peer_rmb;
-  c->rx_space_ = cdc::CursorSpace(s.rmb.size, s.rmbe_base);
-  c->tx_space_ = cdc::CursorSpace(s.peer_rmb.size, s.rmbe_base);
+  c->slot_ = s.slot;
+  c->link_ = s.group->link_at(s.slot);
+  c->rmb_on_ = s.rmbs;
+  c->peer_rmb_on_ = s.peer_rmbs;
+  for (const LocalRmb& r : s.rmbs)
+    if (r.addr && !r.alias) c->rmb_ = r;
+  const RemoteRmb& peer = s.peer_rmbs[static_cast<size_t>(s.slot)];
+  c->rx_space_ = cdc::CursorSpace(c->rmb_.size, s.rmbe_base);
+  c->tx_space_ = cdc::CursorSpace(peer.size, s.rmbe_base);
   c->local_token_ = s.local_token;
   c->peer_token_ = s.peer_token;
   c->tcp_fd_ = s.tcp_fd;
@@ -124,8 +128,12 @@ void Connection::reset_fields() {
   app_fd_ = engine_end_ = tcp_fd_ = -1;
   active_ = nonblocking_ = false;
   rcvtimeo_ms_ = sndtimeo_ms_ = -1;
+  slot_ = 0;
   rmb_ = LocalRmb{};
-  peer_rmb_ = RemoteRmb{};
+  rmb_on_ = {};
+  peer_rmb_on_ = {};
+  unacked_head_ = unacked_count_ = 0;
+  tx_seq_acked_ = 0;
   local_token_ = peer_token_ = 0;
   tx_seq_ = rx_seq_ = 0;
   tx_bytes_ = rx_bytes_ = 0;
@@ -208,11 +216,11 @@ std::string Connection::describe() {
   char buf[320];
   snprintf(buf, sizeof buf,
            "token=%08x role=%s state=%s local=%s peer=%s rmb=%u peer_rmb=%u tx_bytes=%llu rx_bytes=%llu "
-           "unread=%u app_closed=%d",
+           "unread=%u app_closed=%d link=%u",
            local_token_, active_ ? "client" : "server", to_string(state_), addr(false).c_str(), addr(true).c_str(),
-           rmb_.size, peer_rmb_.size, static_cast<unsigned long long>(tx_bytes_),
+           rmb_.size, peer_rmb_on_[static_cast<size_t>(slot_)].size, static_cast<unsigned long long>(tx_bytes_),
            static_cast<unsigned long long>(rx_bytes_), aborted_ ? 0 : rx_space_.used(rx_prod_, rx_cons_).value_or(0),
-           app_closed_ ? 1 : 0);
+           app_closed_ ? 1 : 0, group_ ? group_->link_num_at(slot_) : 0);
   return buf;
 }
 
@@ -299,11 +307,20 @@ bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
   m.flags.peer_done_writing = done || sent_done_;
   m.flags.peer_conn_closed = close;
   m.flags.peer_conn_abort = abort;
-  auto bytes = cdc::encode(m);
-  if (!link_->post_message(bytes)) {
+  if (!post_cdc_locked(m)) {
     counters().link_send_errors.fetch_add(1, std::memory_order_relaxed);
     counters().last_link_send_errno.store(errno, std::memory_order_relaxed);
     SMCR_LOG(1, "conn %08x: CDC send failed: %s", local_token_, strerror(errno));
+    // The link failed under us: move to another one, whose replay carries
+    // this CDC's cursors and flags (fail_over_locked posts them).
+    if (done) sent_done_ = true;
+    if (close) sent_close_ = true;
+    if (abort) sent_abort_ = true;
+    if (fail_over_locked(tx_prod_)) {
+      rx_cons_sent_ = rx_cons_;
+      peer_requested_update_ = false;
+      return true;
+    }
     link_dead_ = true;
     return false;
   }
@@ -453,8 +470,21 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
         const uint8_t* p;
         size_t k;
         while (filled < room && in.next_chunk(room - filled, &p, &k)) {
-          if (!link_->write_remote(peer_rmb_, off + filled, p, k)) {
-            protocol_violation_locked("write outside the peer RMB");
+          if (!link_->write_remote(peer_rmb_on_[static_cast<size_t>(slot_)], off + filled, p, k)) {
+            // The link failed: move to another and write these bytes there.
+            // Bytes of this call already written (up to here) are written
+            // again with the rest of the unacknowledged ones.
+            if (link_->failed() && fail_over_locked(tx_space_.advance(pos, filled)) &&
+                link_->write_remote(peer_rmb_on_[static_cast<size_t>(slot_)], off + filled, p, k)) {
+              filled += static_cast<uint32_t>(k);
+              continue;
+            }
+            if (link_->failed()) {
+              link_dead_ = true;
+              peer_lost_locked("link failed");
+            } else {
+              protocol_violation_locked("write outside the peer RMB");
+            }
             break;
           }
           filled += static_cast<uint32_t>(k);
@@ -585,12 +615,25 @@ void Connection::release_resources_locked() {
   }
   // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
   // peer's RMBE will not be written again.
-  if (link_) {
-    uint32_t rkey = rmb_.rkey;
+  if (group_) {
+    std::array<uint32_t, kMaxGroupLinks> rkeys{};
     bool had_rmb = rmb_.addr != nullptr;
-    link_->free_local_rmb(&rmb_);
-    link_->release_remote_rmb(&peer_rmb_);
-    if (had_rmb && group_ && !link_dead_) group_->announce_rmb_deleted(rkey);
+    // Aliases first: the owning registration frees the memory.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int i = 0; i < group_->link_slots(); ++i) {
+        LocalRmb& r = rmb_on_[static_cast<size_t>(i)];
+        if (!r.addr || r.alias != (pass == 0)) continue;
+        rkeys[static_cast<size_t>(i)] = r.rkey;
+        group_->link_at(i)->free_local_rmb(&r);
+      }
+    }
+    for (int i = 0; i < group_->link_slots(); ++i) {
+      RemoteRmb& r = peer_rmb_on_[static_cast<size_t>(i)];
+      if (r.size) group_->link_at(i)->release_remote_rmb(&r);
+      r = RemoteRmb{};
+    }
+    rmb_ = LocalRmb{};
+    if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);
   }
   rx_prod_ = rx_cons_;
   LinkGroup* g = group_;
@@ -613,35 +656,165 @@ void Connection::unlock() {
 
 void Connection::drain_inbox_locked() {
   if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
-  std::vector<cdc::Message> parked;
+  std::vector<InboxItem> parked;
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     parked.swap(inbox_);
     inbox_nonempty_.store(false, std::memory_order_release);
   }
-  for (const cdc::Message& m : parked) process_cdc_locked(m);
+  for (const InboxItem& item : parked) process_item_locked(item);
 }
 
-void Connection::on_cdc(const cdc::Message& m) {
+void Connection::process_item_locked(const InboxItem& item) {
+  if (item.down_slot == kAllLinks) {
+    link_dead_ = true;
+    peer_lost_locked("link failed");
+  } else if (item.down_slot >= 0) {
+    link_down_locked(item.down_slot);
+  } else {
+    process_cdc_locked(item.cdc);
+  }
+}
+
+void Connection::park(const InboxItem& item) {
   if (mu_.try_lock()) {
     drain_inbox_locked();  // keep arrival order
-    process_cdc_locked(m);
+    process_item_locked(item);
     unlock();
     return;
   }
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    inbox_.push_back(m);
+    inbox_.push_back(item);
     inbox_nonempty_.store(true, std::memory_order_release);
   }
   // The holder may have let go before it could see the parked message.
   if (mu_.try_lock()) unlock();
 }
 
+void Connection::on_cdc(const cdc::Message& m) {
+  InboxItem item;
+  item.cdc = m;
+  park(item);
+}
+
+void Connection::on_link_failure() {
+  InboxItem item;
+  item.down_slot = kAllLinks;
+  park(item);
+}
+
+void Connection::on_link_down(int slot) {
+  InboxItem item;
+  item.down_slot = slot;
+  park(item);
+}
+
+void Connection::link_down_locked(int slot) {
+  if (released_ || state_ == CloseState::kClosed || link_dead_ || slot != slot_) return;
+  if (fail_over_locked(tx_prod_)) return;
+  link_dead_ = true;
+  peer_lost_locked("link failed, no other link");
+}
+
+bool Connection::post_cdc_locked(const cdc::Message& m) {
+  uint64_t id = 0;
+  if (!link_->post_message_tracked(cdc::encode(m), &id)) return false;
+  if (unacked_count_ == kUnackedRing) {
+    // Cannot happen while the send queue is shallower than the ring (the
+    // oldest entry is then acknowledged); kept safe regardless.
+    tx_seq_acked_ = unacked_[unacked_head_].second;
+    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
+    --unacked_count_;
+  }
+  unacked_[(unacked_head_ + unacked_count_) % kUnackedRing] = {id, m.seq};
+  ++unacked_count_;
+  uint64_t done = link_->completed_id();
+  while (unacked_count_ > 0 && unacked_[unacked_head_].first <= done) {
+    tx_seq_acked_ = unacked_[unacked_head_].second;
+    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
+    --unacked_count_;
+  }
+  return true;
+}
+
+bool Connection::fail_over_locked(cdc::Cursor replay_end) {
+  if (!group_) return false;
+  int to = group_->alternate_slot(slot_);
+  if (to < 0) return false;
+  RemoteRmb& target = peer_rmb_on_[static_cast<size_t>(to)];
+  if (target.size == 0) {
+    SMCR_LOG(1, "conn %08x: the peer's RMB has no RToken on link %u", local_token_, group_->link_num_at(to));
+    return false;
+  }
+  Link* old = link_;
+  RemoteRmb& old_rmb = peer_rmb_on_[static_cast<size_t>(slot_)];
+  // SS (RFC 4.6): our last CDC the failed link's adapter acknowledged.
+  uint64_t done = old->completed_id();
+  while (unacked_count_ > 0 && unacked_[unacked_head_].first <= done) {
+    tx_seq_acked_ = unacked_[unacked_head_].second;
+    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
+    --unacked_count_;
+  }
+  unacked_head_ = unacked_count_ = 0;
+  const uint8_t* mirror = old->written_mirror(old_rmb);
+  SMCR_LOG(1, "conn %08x: moving from link %u to link %u (SS=%u, last seq %u)", local_token_,
+           group_->link_num_at(slot_), group_->link_num_at(to), tx_seq_acked_, tx_seq_);
+  link_ = group_->link_at(to);
+  slot_ = to;
+  counters().conn_failovers.fetch_add(1, std::memory_order_relaxed);
+
+  // 1. Failover validation: the peer checks it has processed SS.
+  cdc::Message v;
+  v.seq = tx_seq_acked_;
+  v.alert_token = peer_token_;
+  v.producer = tx_prod_;
+  v.consumer = rx_cons_;
+  v.flags.failover_validation = true;
+  if (!link_->post_message(cdc::encode(v))) return false;
+  // 2. Everything the peer may not have consumed is written again (same
+  // bytes at the same offsets: harmless where they had arrived), merged
+  // under one new sequence number (RFC 4.6, second option).
+  if (!sent_abort_) {
+    uint32_t unconsumed = tx_space_.used(replay_end, tx_cons_peer_).value_or(0);
+    if (unconsumed > 0 && !mirror) return false;
+    cdc::Cursor pos = tx_cons_peer_;
+    while (unconsumed > 0) {
+      uint32_t k = std::min(unconsumed, tx_space_.contiguous_to_end(pos));
+      if (!link_->write_remote(target, pos.offset, mirror + pos.offset, k)) return false;
+      pos = tx_space_.advance(pos, k);
+      unconsumed -= k;
+    }
+  }
+  // 3. The current cursors and flags, including a D, C or A already sent.
+  cdc::Message m;
+  m.seq = ++tx_seq_;
+  m.alert_token = peer_token_;
+  m.producer = tx_prod_;
+  m.consumer = rx_cons_;
+  m.flags.writer_blocked = tx_window_full_;
+  m.flags.peer_done_writing = sent_done_;
+  m.flags.peer_conn_closed = sent_close_;
+  m.flags.peer_conn_abort = sent_abort_;
+  if (!post_cdc_locked(m)) return false;
+  rx_cons_sent_ = rx_cons_;
+  return true;
+}
+
 void Connection::process_cdc_locked(const cdc::Message& m) {
   if (released_ || state_ == CloseState::kClosed) return;
   counters().cdc_received.fetch_add(1, std::memory_order_relaxed);
-  if (m.flags.failover_validation) return;  // single link: nothing to validate against
+  if (m.flags.failover_validation) {
+    // The peer moved to another link (RFC 4.6): its adapter had delivered
+    // our CDCs up to m.seq, so we must have processed them; if not, bytes
+    // or cursors were lost and the connection cannot continue.
+    uint16_t have = rx_seq_seen_ ? rx_seq_ : 0;
+    if (cdc::seq_newer(m.seq, have)) {
+      SMCR_LOG(1, "conn %08x: failover validation: peer's CDC %u was delivered, we have %u", local_token_, m.seq, have);
+      protocol_violation_locked("failover validation failed");
+    }
+    return;
+  }
   if (rx_seq_seen_ && !cdc::seq_newer(m.seq, rx_seq_)) {
     SMCR_LOG(2, "conn %08x: stale CDC seq %u (last %u) discarded", local_token_, m.seq, rx_seq_);
     return;
@@ -704,11 +877,6 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
     maybe_send_consumer_update_locked();
 }
 
-void Connection::on_link_failure() {
-  std::lock_guard<Connection> lock(*this);
-  link_dead_ = true;
-  peer_lost_locked("link failed");
-}
 
 // Like a TCP peer that vanished: data already in our RMBE stays readable,
 // then calls fail with ECONNRESET. After a C either way there is nothing to report.

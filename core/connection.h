@@ -18,6 +18,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -34,8 +35,13 @@ class LinkGroup;
 
 struct ConnectionSetup {
   LinkGroup* group = nullptr;   // takes one group reference
-  LocalRmb rmb;                 // ours, RMBE index 1 at offset 0
-  RemoteRmb peer_rmb;           // the peer's RMBE
+  // Our RMB (RMBE index 1 at offset 0) as registered with each link of the
+  // group, by slot: one entry owns the memory, the others are aliases
+  // (Link::register_alias); addr null where a link has none.
+  std::array<LocalRmb, kMaxGroupLinks> rmbs;
+  // The peer's RMBE as each link names it; size 0 where a link has none.
+  std::array<RemoteRmb, kMaxGroupLinks> peer_rmbs;
+  int slot = 0;                 // the link the connection starts on
   uint32_t local_token = 0;     // alert token the peer puts in CDCs to us
   uint32_t peer_token = 0;      // alert token we put in CDCs to the peer
   uint32_t rmbe_base = 4;       // 4: RFC eyecatcher model; 0: Linux model
@@ -89,7 +95,12 @@ class Connection {
   // blocked sending on a full link while the peer's engine waits for ours to
   // drain), the message is parked and processed when that thread lets go.
   void on_cdc(const cdc::Message& m);
+  // Engine thread, never blocks: every link of the group is gone.
   void on_link_failure();
+  // Engine thread, never blocks: the link in `slot` went down. A connection
+  // on it moves to a surviving link (RFC 4.6: validation CDC, unacknowledged
+  // bytes written again, then the current cursors), or is reset.
+  void on_link_down(int slot);
   // Engine thread: the peer's TCP socket closed or reset (its process died, or
   // its kernel aborted the connection). Unless the SMC-R close (C or A)
   // arrives within a short grace period, the peer is treated as lost.
@@ -114,7 +125,23 @@ class Connection {
 
  private:
   Connection() = default;
+  // A parked engine event: a CDC, or a link going down (down_slot >= 0;
+  // kAllLinks: every link).
+  struct InboxItem {
+    cdc::Message cdc;
+    int down_slot = -1;
+  };
+  static constexpr int kAllLinks = 1000;
+  void park(const InboxItem& item);
+  void process_item_locked(const InboxItem& item);
   void process_cdc_locked(const cdc::Message& m);
+  void link_down_locked(int slot);
+  // Moves to another link of the group, writing our bytes in
+  // [peer's consumer cursor, replay_end) again; false if there is none.
+  bool fail_over_locked(cdc::Cursor replay_end);
+  // Posts a CDC on the current link, remembering which of our CDCs the
+  // peer's adapter has acknowledged (the failover validation's SS).
+  bool post_cdc_locked(const cdc::Message& m);
   void drain_inbox_locked();
   void reset_fields();
   void peer_lost_locked(const char* why);
@@ -137,12 +164,13 @@ class Connection {
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;
-  std::vector<cdc::Message> inbox_;
+  std::vector<InboxItem> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
   Connection* next_free_ = nullptr;
 
   LinkGroup* group_ = nullptr;
-  Link* link_ = nullptr;
+  Link* link_ = nullptr;           // the link in slot_
+  int slot_ = 0;
   int app_fd_ = -1;
   int engine_end_ = -1;
   int tcp_fd_ = -1;
@@ -151,8 +179,16 @@ class Connection {
   int rcvtimeo_ms_ = -1;
   int sndtimeo_ms_ = -1;
 
-  LocalRmb rmb_;
-  RemoteRmb peer_rmb_;
+  LocalRmb rmb_;                   // the memory (the owning registration)
+  std::array<LocalRmb, kMaxGroupLinks> rmb_on_{};
+  std::array<RemoteRmb, kMaxGroupLinks> peer_rmb_on_{};
+  // CDCs posted on the current link and not yet known acknowledged
+  // (Link::completed_id), oldest first; their count is bounded by the
+  // link's send queue.
+  static constexpr size_t kUnackedRing = 256;
+  std::array<std::pair<uint64_t, uint16_t>, kUnackedRing> unacked_{};
+  size_t unacked_head_ = 0, unacked_count_ = 0;
+  uint16_t tx_seq_acked_ = 0;      // SS: our last CDC the peer's adapter acknowledged
   cdc::CursorSpace rx_space_{16384, 4};
   cdc::CursorSpace tx_space_{16384, 4};
   uint32_t local_token_ = 0;

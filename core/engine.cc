@@ -35,7 +35,22 @@ struct Watch {
   int fd;
   LinkGroup* group = nullptr;
   Connection* conn = nullptr;  // kTcp: referenced while the watch lives
+  int slot = 0;                // kGroup: which of the group's links
+  bool watched = true;         // kGroup: still in the epoll set
 };
+
+// Drains one link of a group; false (and no longer watched) once it failed.
+bool drain_link(int epfd, Watch* w, bool hangup) {
+  LinkGroup* g = w->group;
+  int slot = w->slot;
+  bool alive = g->link_at(slot)->drain_messages([g, slot](std::span<const uint8_t> msg) { g->dispatch(slot, msg); });
+  if (alive && !hangup) return true;
+  // Messages queued before the failure were delivered above.
+  if (w->watched) epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  w->watched = false;
+  g->on_link_failure(slot);
+  return false;
+}
 
 }  // namespace
 
@@ -281,14 +296,8 @@ void Engine::loop() {
           break;
         }
         case WatchKind::kGroup: {
-          LinkGroup* g = w->group;
-          if (g->failed()) break;
-          bool alive = g->link()->drain_messages([g](std::span<const uint8_t> msg) { g->dispatch(msg); });
-          if (!alive || (events[i].events & (EPOLLHUP | EPOLLERR))) {
-            // Messages queued before the hangup were delivered above.
-            epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
-            g->on_link_failure();
-          }
+          if (!w->watched || w->group->failed()) break;
+          drain_link(im->epfd, w, (events[i].events & (EPOLLHUP | EPOLLERR)) != 0);
           break;
         }
       }
@@ -313,15 +322,16 @@ void Engine::loop() {
       }
     }
     for (LinkGroup* g : adds) {
-      auto* w = new Watch{WatchKind::kGroup, g->link()->notify_fd(), g};
-      group_watches.push_back(w);
-      epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
-      epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
-      // Messages may have queued before we started watching.
-      if (!g->link()->drain_messages([g](std::span<const uint8_t> msg) { g->dispatch(msg); })) {
-        epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
-        g->on_link_failure();
+      for (int slot = 0; slot < g->link_slots(); ++slot) {
+        auto* w = new Watch{WatchKind::kGroup, g->link_at(slot)->notify_fd(), g};
+        w->slot = slot;
+        group_watches.push_back(w);
+        epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
+        epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
       }
+      // Messages may have queued before we started watching.
+      for (Watch* w : group_watches)
+        if (w->group == g && w->watched && !g->failed()) drain_link(im->epfd, w, false);
     }
     for (Watch* w : dead) {
       w->conn->unref();
@@ -330,9 +340,12 @@ void Engine::loop() {
     if (int64_t t = sys::now_ms(); t - last_keepalive >= keepalive_tick_ms()) {
       last_keepalive = t;
       for (Watch* w : group_watches) {
-        if (w->group->failed() || w->group->keepalive_tick(t, keepalive_interval_ms())) continue;
+        if (!w->watched || w->group->failed() || !w->group->link_up(w->slot) ||
+            w->group->keepalive_tick(w->slot, t, keepalive_interval_ms()))
+          continue;
         epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
-        w->group->on_link_failure();
+        w->watched = false;
+        w->group->on_link_failure(w->slot);
       }
     }
     int64_t now = sys::now_ms();
@@ -341,14 +354,17 @@ void Engine::loop() {
       c->unref();
     }
     for (LinkGroup* g : retires) {
-      auto it = std::find_if(group_watches.begin(), group_watches.end(), [g](Watch* w) { return w->group == g; });
-      if (it != group_watches.end()) {
-        epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
+      for (auto it = group_watches.begin(); it != group_watches.end();) {
+        if ((*it)->group != g) {
+          ++it;
+          continue;
+        }
+        if ((*it)->watched) epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
         delete *it;
-        group_watches.erase(it);
+        it = group_watches.erase(it);
       }
       g->terminate();
-      delete g;  // closes the link
+      delete g;  // closes the links
     }
   }
 }

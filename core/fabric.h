@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <functional>
 #include <span>
 #include <string>
@@ -18,6 +19,9 @@
 namespace smcr {
 
 inline constexpr size_t kLinkMessageLen = 44;
+// Links per link group: a primary and one for failover (RFC 2.3: two is
+// enough for redundancy; Linux also announces 2).
+inline constexpr int kMaxGroupLinks = 2;
 
 // A registered receive buffer (RMB) owned by this side; one RMBE at index 1.
 struct LocalRmb {
@@ -26,6 +30,7 @@ struct LocalRmb {
   uint32_t rkey = 0;
   uint64_t vaddr = 0;
   int handle = -1;  // fabric-specific (shm: sealed memfd)
+  bool alias = false;  // a registration of memory another link owns (register_alias)
 };
 
 // The peer's RMB as named by its RToken; `addr` is set where the fabric maps
@@ -35,6 +40,7 @@ struct RemoteRmb {
   uint64_t vaddr = 0;
   uint32_t size = 0;
   uint8_t* addr = nullptr;
+  bool alias = false;  // shares `addr` with the RToken of another link: not unmapped
 };
 
 class Link {
@@ -67,6 +73,30 @@ class Link {
   // Deregisters and frees our RMB / drops access to the peer's.
   virtual void free_local_rmb(LocalRmb* rmb) = 0;
   virtual void release_remote_rmb(RemoteRmb* rmb) = 0;
+
+  // --- for link groups with more than one link (RFC 2.3 failover) ---
+  // Registers memory another link of the group allocated (`memory`) with
+  // this link, giving it this link's RKey (RMB RKeys are per link). `out`
+  // shares the memory; free_local_rmb(out) drops only the registration.
+  virtual bool register_alias(const LocalRmb& memory, LocalRmb* out) {
+    (void)memory;
+    (void)out;
+    return false;
+  }
+  // Our copy of everything written to `rmb` through this link (same offsets),
+  // so a connection moving to another link can write it again; null if none.
+  virtual const uint8_t* written_mirror(const RemoteRmb& rmb) { return rmb.addr; }
+  // As post_message; *post_id (if set) names the send for completed_id().
+  virtual bool post_message_tracked(std::span<const uint8_t, kLinkMessageLen> msg, uint64_t* post_id) {
+    if (post_id) *post_id = 0;
+    return post_message(msg);
+  }
+  // Every send with post_id <= this has been acknowledged by the peer's
+  // adapter. Fabrics that deliver synchronously report everything.
+  virtual uint64_t completed_id() const { return UINT64_MAX; }
+  // Takes the link down at once (QP to error, socket shut): no further
+  // writes or messages leave through it.
+  virtual void take_down() {}
 };
 
 }  // namespace smcr

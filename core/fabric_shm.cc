@@ -195,8 +195,8 @@ bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
 }
 
 void shm_free_rmb(LocalRmb* rmb) {
-  if (rmb->addr) munmap(rmb->addr, rmb->size);
-  if (rmb->handle >= 0) sys::close(rmb->handle);
+  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size);
+  if (rmb->handle >= 0 && !rmb->alias) sys::close(rmb->handle);
   rmb->addr = nullptr;
   rmb->handle = -1;
 }
@@ -223,13 +223,26 @@ bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
 }
 
 void shm_unmap_remote(RemoteRmb* rmb) {
-  if (rmb->addr) munmap(rmb->addr, rmb->size);
+  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size);
   rmb->addr = nullptr;
+}
+
+bool ShmLink::register_alias(const LocalRmb& memory, LocalRmb* out) {
+  if (!memory.addr) return false;
+  *out = memory;
+  out->handle = -1;
+  out->alias = true;
+  return true;
+}
+
+void ShmLink::take_down() {
+  failed_ = true;
+  sys::shutdown(fd_, SHUT_RDWR);
 }
 
 std::string ShmLink::describe() const {
   char buf[96];
-  snprintf(buf, sizeof buf, "fabric=shm link_fd=%d state=%s", fd_, failed_ ? "failed" : "up");
+  snprintf(buf, sizeof buf, "fabric=shm link_fd=%d state=%s", fd_, failed_.load() ? "failed" : "up");
   return buf;
 }
 
@@ -238,8 +251,9 @@ ShmLink::~ShmLink() {
 }
 
 bool ShmLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) {
-  if (!rmb.addr || offset > rmb.size || len > rmb.size - offset) return false;
-  std::memcpy(rmb.addr + offset, src, len);
+  if (!rmb.addr || offset > rmb.size || len > rmb.size - offset || failed_) return false;
+  // A connection moving links rewrites bytes from the mapping itself.
+  if (src != rmb.addr + offset) std::memcpy(rmb.addr + offset, src, len);
   return true;
 }
 

@@ -12,6 +12,8 @@
 //   random 64-bit VA: 120 secret bits) before the server hands over its RMB.
 #pragma once
 
+#include <atomic>
+
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -64,10 +66,14 @@ class ShmLink final : public Link {
   std::string describe() const override;
   void free_local_rmb(LocalRmb* rmb) override { shm_free_rmb(rmb); }
   void release_remote_rmb(RemoteRmb* rmb) override { shm_unmap_remote(rmb); }
+  // One mapping serves every link (the handshake never builds a second shm
+  // link, one endpoint per process; unit tests do, to exercise failover).
+  bool register_alias(const LocalRmb& memory, LocalRmb* out) override;
+  void take_down() override;
 
  private:
   int fd_;
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};
   int attached_fd_ = -1;  // came with the message being delivered
 };
 

@@ -1,6 +1,7 @@
 #include "core/fabric_verbs.h"
 
 #include <dirent.h>
+#include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -398,6 +399,63 @@ std::optional<VerbsPort> verbs_port_for_local_address(const sockaddr* local, std
   return search(&fatal);
 }
 
+namespace {
+
+bool gid_is_v4_mapped(const clc::Gid& g) {
+  return std::all_of(g.begin(), g.begin() + 10, [](uint8_t b) { return b == 0; }) && g[10] == 0xff && g[11] == 0xff;
+}
+
+// The IPv4 netmask of the interface holding `addr` (network order), 0 if none.
+uint32_t ipv4_netmask_of(uint32_t addr) {
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return 0;
+  uint32_t mask = 0;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != addr) continue;
+    mask = reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+    break;
+  }
+  freeifaddrs(ifs);
+  return mask;
+}
+
+}  // namespace
+
+std::optional<VerbsPort> verbs_alternate_port(const VerbsPort& current, const clc::Gid* near) {
+  const char* only_dev = getenv("SMCR_IB_DEVICE");
+  if (only_dev && *only_dev) return std::nullopt;  // the operator pinned one device
+  DeviceCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  scan_devices_locked(c, false);
+  std::optional<VerbsPort> first;
+  for (const CachedDevice& d : c.devices) {
+    if (d.name == current.device) continue;
+    ibv_device_attr dattr{};
+    if (ibv_query_device(d.ctx, &dattr) != 0) continue;
+    for (const GidEntry& e : gid_table(d.ctx, d.name, dattr)) {
+      // RoCE v2 with an IPv4 address: routable, and comparable with `near`.
+      if (e.type != IBV_GID_TYPE_ROCE_V2 || !gid_is_v4_mapped(e.gid)) continue;
+      ibv_port_attr pa{};
+      if (ibv_query_port(d.ctx, static_cast<uint8_t>(e.port), &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
+          pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+        continue;
+      VerbsPort vp;
+      std::string why;
+      if (!complete_port(d.ctx, d.name, static_cast<uint8_t>(e.port), static_cast<int>(e.index), &vp, &why)) continue;
+      if (near && gid_is_v4_mapped(*near)) {
+        uint32_t mine, theirs;
+        std::memcpy(&mine, e.gid.data() + 12, 4);
+        std::memcpy(&theirs, near->data() + 12, 4);
+        uint32_t mask = ipv4_netmask_of(mine);
+        if (mask != 0 && (mine & mask) == (theirs & mask)) return vp;  // same subnet: the best choice
+      }
+      if (!first) first = vp;
+    }
+  }
+  return first;
+}
+
 std::optional<uint64_t> verbs_port_counter(const VerbsPort& port, const char* name) {
   std::string s;
   uint64_t v = 0;
@@ -572,7 +630,7 @@ VerbsLink::~VerbsLink() {
   if (ring_) munmap(ring_, ring_len_);
   for (LocalMr& m : local_mrs_) {
     if (m.mr) ibv_dereg_mr(m.mr);
-    if (m.addr) munmap(m.addr, m.len);
+    if (m.addr && m.owns_memory) munmap(m.addr, m.len);
   }
   auto free_staging = [](Staging& s) {
     if (s.mr) ibv_dereg_mr(s.mr);
@@ -702,11 +760,35 @@ void VerbsLink::free_local_rmb(LocalRmb* rmb) {
     slot = {};
   }
   ibv_dereg_mr(m.mr);
-  munmap(m.addr, m.len);
+  if (m.owns_memory) munmap(m.addr, m.len);
   rmb->addr = nullptr;
   rmb->handle = -1;
   rmb->rkey = 0;
   rmb->vaddr = 0;
+}
+
+bool VerbsLink::register_alias(const LocalRmb& memory, LocalRmb* out) {
+  if (!memory.addr || memory.size == 0) return false;
+  ibv_mr* mr = ibv_reg_mr(pd_, memory.addr, memory.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    SMCR_LOG(1, "verbs: ibv_reg_mr(alias %u): %s", memory.size, strerror(errno));
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mr_mu_);
+  size_t slot = 0;
+  while (slot < local_mrs_.size() && local_mrs_[slot].mr) ++slot;
+  if (slot == local_mrs_.size()) local_mrs_.emplace_back();
+  local_mrs_[slot] = {memory.addr, page_round(memory.size), mr, false};
+  *out = memory;
+  out->rkey = mr->rkey;
+  out->handle = static_cast<int>(slot);
+  out->alias = true;
+  return true;
+}
+
+const uint8_t* VerbsLink::written_mirror(const RemoteRmb& rmb) {
+  Staging* s = staging_for(rmb);
+  return s ? s->addr : nullptr;
 }
 
 VerbsLink::Staging* VerbsLink::staging_for(const RemoteRmb& rmb) {
@@ -770,7 +852,10 @@ bool VerbsLink::reap_send_locked(bool* progressed) {
       }
       // wr_id of a signaled WR is its sequence number; RC completes in order,
       // so every earlier (unsignaled) WR is done too.
-      if (wc[i].wr_id > completed_seq_ && wc[i].wr_id <= send_seq_) completed_seq_ = wc[i].wr_id;
+      if (wc[i].wr_id > completed_seq_ && wc[i].wr_id <= send_seq_) {
+        completed_seq_ = wc[i].wr_id;
+        completed_id_.store(completed_seq_, std::memory_order_release);
+      }
       c_send_comps_.fetch_add(1, std::memory_order_relaxed);
       *progressed = true;
     }
@@ -841,16 +926,17 @@ bool VerbsLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* 
   wr.wr.rdma.remote_addr = rmb.vaddr + offset;
   wr.wr.rdma.rkey = rmb.rkey;
   sge.length = static_cast<uint32_t>(len);
+  // The staging buffer always gets the bytes, inline writes included: it is
+  // the mirror a connection moving to another link writes again (RFC 4.6).
+  Staging* s = staging_for(rmb);
+  if (!s) return false;
+  if (src != s->addr + offset) std::memcpy(s->addr + offset, src, len);
   bool inl = len <= max_inline_;
+  sge.addr = reinterpret_cast<uint64_t>(s->addr + offset);
   if (inl) {
-    // Copied into the WQE at post time: the caller's memory is free after.
-    sge.addr = reinterpret_cast<uint64_t>(src);
+    // Copied into the WQE at post time.
     wr.send_flags = IBV_SEND_INLINE;
   } else {
-    Staging* s = staging_for(rmb);
-    if (!s) return false;
-    std::memcpy(s->addr + offset, src, len);
-    sge.addr = reinterpret_cast<uint64_t>(s->addr + offset);
     sge.lkey = s->mr->lkey;
   }
   {
@@ -864,6 +950,10 @@ bool VerbsLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* 
 }
 
 bool VerbsLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
+  return post_message_tracked(msg, nullptr);
+}
+
+bool VerbsLink::post_message_tracked(std::span<const uint8_t, kLinkMessageLen> msg, uint64_t* post_id) {
   ibv_sge sge{};
   ibv_send_wr wr{};
   wr.opcode = IBV_WR_SEND;
@@ -884,6 +974,7 @@ bool VerbsLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
     sge.lkey = ring_mr_->lkey;
   }
   if (!post_send_locked(&wr)) return false;
+  if (post_id) *post_id = send_seq_;
   c_msgs_sent_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

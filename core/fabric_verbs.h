@@ -80,6 +80,13 @@ struct VerbsPort {
 // "no RoCE v2 GID for 10.9.0.1 on any device".
 std::optional<VerbsPort> verbs_port_for_local_address(const sockaddr* local, std::string* why);
 
+// A port on another device for a second link in the group (RFC 3.5.1.6):
+// ACTIVE, Ethernet, with an IPv4-mapped RoCE v2 GID. With `near` (the GID
+// the peer offers for the new link), a port whose interface's subnet holds
+// it is preferred. Nullopt when there is none, or SMCR_IB_DEVICE pins one
+// device.
+std::optional<VerbsPort> verbs_alternate_port(const VerbsPort& current, const clc::Gid* near);
+
 // The traffic class links use (SMCR_TCLASS or kDefaultTrafficClass).
 uint8_t verbs_traffic_class();
 
@@ -180,6 +187,12 @@ class VerbsLink final : public Link {
   const char* fabric_name() const override { return "verbs"; }
   void free_local_rmb(LocalRmb* rmb) override;
   void release_remote_rmb(RemoteRmb* rmb) override;
+  bool register_alias(const LocalRmb& memory, LocalRmb* out) override;
+  // The staging buffer: every write (inline ones too) is copied there first.
+  const uint8_t* written_mirror(const RemoteRmb& rmb) override;
+  bool post_message_tracked(std::span<const uint8_t, kLinkMessageLen> msg, uint64_t* post_id) override;
+  uint64_t completed_id() const override { return completed_id_.load(std::memory_order_acquire); }
+  void take_down() override { fail("taken down"); }
 
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".
@@ -200,6 +213,7 @@ class VerbsLink final : public Link {
     uint8_t* addr = nullptr;
     size_t len = 0;
     ibv_mr* mr = nullptr;
+    bool owns_memory = true;  // false: an alias of another link's RMB
   };
 
   explicit VerbsLink(const VerbsPort& port);
@@ -239,6 +253,7 @@ class VerbsLink final : public Link {
   std::mutex sq_mu_;           // SQ posting and send-CQ reaping
   uint64_t send_seq_ = 0;           // WRs posted (the last one's sequence number)
   uint64_t completed_seq_ = 0;      // every WR up to this one is complete
+  std::atomic<uint64_t> completed_id_{0};  // completed_seq_, readable without sq_mu_
   uint64_t last_signaled_seq_ = 0;
   // Released staging buffers, freed once completed_seq_ passes the number.
   std::deque<std::pair<uint64_t, std::unique_ptr<Staging>>> retired_;

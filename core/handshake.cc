@@ -365,79 +365,346 @@ clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIde
   return m;
 }
 
-// The handshake succeeded on `group`: the RMBs become a connection.
-HandshakeOutcome establish_on(LinkGroup* group, LocalRmb* rmb, const RemoteRmb& peer_rmb, uint32_t local_token,
-                              uint32_t peer_token, int tcp_fd, bool first_contact) {
+// A connection's RMBs as each link of its group names them (RKeys are per link).
+struct ConnRmbs {
+  std::array<LocalRmb, kMaxGroupLinks> local{};
+  std::array<RemoteRmb, kMaxGroupLinks> peer{};
+};
+
+// Releases what a failed handshake registered: aliases before the owning
+// registration, which frees the memory.
+void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < g->link_slots(); ++i) {
+      LocalRmb& l = r->local[static_cast<size_t>(i)];
+      if (l.addr && l.alias == (pass == 0)) g->link_at(i)->free_local_rmb(&l);
+    }
+  for (int i = 0; i < g->link_slots(); ++i) {
+    RemoteRmb& p = r->peer[static_cast<size_t>(i)];
+    if (p.size) g->link_at(i)->release_remote_rmb(&p);
+    p = RemoteRmb{};
+  }
+}
+
+// The handshake succeeded on `group`: the RMBs become a connection on the
+// group's primary link.
+HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_token, uint32_t peer_token, int tcp_fd,
+                              bool first_contact) {
   ConnectionSetup s;
   s.group = group;
-  s.rmb = *rmb;
-  s.peer_rmb = peer_rmb;
+  s.slot = group->primary_slot();
+  s.rmbs = rmbs->local;
+  s.peer_rmbs = rmbs->peer;
   s.local_token = local_token;
   s.peer_token = peer_token;
   s.rmbe_base = 4;
   s.tcp_fd = tcp_fd;
   s.active = group->role() == Role::kClient;
-  *rmb = LocalRmb{};  // owned by the connection now
+  *rmbs = ConnRmbs{};  // owned by the connection now
   HandshakeOutcome o;
   o.kind = HandshakeOutcome::Kind::kSmc;
   o.conn = Connection::create(s);
   (s.active ? counters().smc_active : counters().smc_passive).fetch_add(1);
   (first_contact ? counters().lgr_created : counters().lgr_reused).fetch_add(1);
-  SMCR_LOG(1, "CLC: %s SMC-R over %s, %s contact (token %08x, RMB %u, peer RMB %u)",
+  SMCR_LOG(1, "CLC: %s SMC-R over %s, %s contact (token %08x, RMB %u, peer RMB %u, links %d)",
            s.active ? "client" : "server", group->link()->fabric_name(), first_contact ? "first" : "subsequent",
-           local_token, s.rmb.size, peer_rmb.size);
+           local_token, s.rmbs[static_cast<size_t>(s.slot)].size, s.peer_rmbs[static_cast<size_t>(s.slot)].size,
+           group->links_up());
   return o;
 }
 
-// First contact: the new link becomes a link group, registered for the
-// subsequent contacts, and the engine starts watching it.
-HandshakeOutcome establish(Role role, const clc::PeerId& peer_id, std::unique_ptr<Link> link, uint8_t link_num,
-                           const LinkIdentity& local, const LinkIdentity& remote, LocalRmb* rmb,
-                           const RemoteRmb& peer_rmb, uint32_t local_token, uint32_t peer_token, int tcp_fd) {
-  auto* group = new LinkGroup(role, peer_id, std::move(link), link_num, local, remote);
-  group->note_peer_rkey(peer_rmb.rkey);
-  HandshakeOutcome o = establish_on(group, rmb, peer_rmb, local_token, peer_token, tcp_fd, true);
-  LinkGroup::register_group(group);
-  Engine::get().add_group(group);
-  return o;
+// What the peer's RMB is called on each link, from what we know of it.
+PeerRmbTokens tokens_of(const ConnRmbs& r) {
+  PeerRmbTokens t;
+  for (size_t i = 0; i < r.peer.size(); ++i) {
+    if (!r.peer[i].size) continue;
+    t.has[i] = true;
+    t.rkey[i] = r.peer[i].rkey;
+    t.vaddr[i] = r.peer[i].vaddr;
+  }
+  return t;
 }
 
-// Subsequent contact (RFC 3.5.2): a new RMB on an existing group's link,
-// announced with CONFIRM RKEY (Figure 13) before our Accept/Confirm names it.
-bool add_rmb_to_group(LinkGroup* g, LocalRmb* rmb) {
+// Subsequent contact (RFC 3.5.2): a new RMB registered with every link of
+// the group, announced with CONFIRM RKEY (Figure 13; other links' RTokens in
+// the same message) before our Accept/Confirm names it.
+bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
+  int primary = g->primary_slot();
+  LocalRmb& rmb = r->local[static_cast<size_t>(primary)];
   bool ok;
   if (g->shm()) {
-    ok = shm_alloc_rmb(handshake_config().rmb_size, rmb);
+    ok = shm_alloc_rmb(handshake_config().rmb_size, &rmb);
   } else {
 #ifdef SMCR_HAVE_VERBS
-    ok = static_cast<VerbsLink*>(g->link())->register_rmb(handshake_config().rmb_size, rmb);
+    ok = static_cast<VerbsLink*>(g->link())->register_rmb(handshake_config().rmb_size, &rmb);
 #else
     ok = false;
 #endif
   }
   if (!ok) return false;
   llc::ConfirmRkey announce;
-  announce.rkey = rmb->rkey;
-  announce.vaddr = rmb->vaddr;
-  if (!g->llc_exchange(llc::encode(announce), g->shm() ? rmb->handle : -1, handshake_config().llc_timeout_ms)) {
-    g->link()->free_local_rmb(rmb);
+  announce.rkey = rmb.rkey;
+  announce.vaddr = rmb.vaddr;
+  for (int i = 0; i < g->link_slots(); ++i) {
+    if (i == primary || !g->link_up(i)) continue;
+    LocalRmb& alias = r->local[static_cast<size_t>(i)];
+    if (!g->link_at(i)->register_alias(rmb, &alias) || announce.num_tokens >= announce.other_links.size()) continue;
+    announce.other_links[announce.num_tokens++] = {g->link_num_at(i), alias.rkey, alias.vaddr};
+  }
+  if (!g->llc_exchange(llc::encode(announce), g->shm() ? rmb.handle : -1, handshake_config().llc_timeout_ms)) {
+    free_conn_rmbs(g, r);
     return false;
   }
-  if (g->shm()) shm_release_handle(rmb);  // the peer holds its own reference now
+  if (g->shm()) shm_release_handle(&rmb);  // the peer holds its own reference now
   return true;
 }
 
-// The peer's RMB that its CONFIRM RKEY announced and its Accept/Confirm names.
-bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, RemoteRmb* out) {
+// The peer's RMB that its CONFIRM RKEY announced and its Accept/Confirm
+// names (by its RToken on the primary link), on every link it was given for.
+bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, ConnRmbs* r) {
   int fd = -1;
-  if (!g->take_peer_rtoken(rkey, vaddr, &fd)) return false;
-  out->rkey = rkey;
-  out->vaddr = vaddr;
-  if (g->shm()) return fd >= 0 && shm_map_remote(fd, size, out);
-  out->vaddr = vaddr + uint64_t{index - 1u} * size;
-  out->size = size;
+  PeerRmbTokens t;
+  int primary = g->primary_slot();
+  if (!g->take_peer_rtoken(primary, rkey, vaddr, &t, &fd)) return false;
+  if (g->shm()) {
+    RemoteRmb& p = r->peer[static_cast<size_t>(primary)];
+    p.rkey = rkey;
+    p.vaddr = vaddr;
+    return fd >= 0 && shm_map_remote(fd, size, &p);
+  }
+  for (size_t i = 0; i < t.has.size(); ++i) {
+    if (!t.has[i]) continue;
+    r->peer[i].rkey = t.rkey[i];
+    r->peer[i].vaddr = t.vaddr[i] + uint64_t{index - 1u} * size;
+    r->peer[i].size = size;
+  }
   return true;
 }
+
+constexpr uint8_t kSecondLinkNum = 2;
+
+// SMCR_MAX_LINKS=1 keeps groups to one link (no ADD LINK); default 2.
+uint8_t max_links() {
+  static const uint8_t n = [] {
+    const char* v = getenv("SMCR_MAX_LINKS");
+    return static_cast<uint8_t>(v && strcmp(v, "1") == 0 ? 1 : kMaxGroupLinks);
+  }();
+  return n;
+}
+
+#ifdef SMCR_HAVE_VERBS
+// Handshake time, before the engine watches `link`: the next LLC message on
+// it, or nullopt on timeout or link failure.
+std::optional<llc::Message> next_llc(Link* link, int timeout_ms, std::array<uint8_t, 44>* raw = nullptr) {
+  uint8_t b[kLinkMessageLen];
+  if (!link->wait_message(b, timeout_ms)) return std::nullopt;
+  if (raw) std::copy(std::begin(b), std::end(b), raw->begin());
+  if (llc::classify(b[0]) != llc::Opcode::kLlc) return std::nullopt;
+  counters().llc_received.fetch_add(1);
+  return llc::decode(std::span<const uint8_t>(b, kLinkMessageLen));
+}
+
+bool post_llc(Link* link, const std::array<uint8_t, 44>& m) {
+  if (!link->post_message(m)) return false;
+  counters().llc_sent.fetch_add(1);
+  return true;
+}
+
+// The second link of a first contact (RFC 3.5.1.6, Figure 9), as it stands
+// once both sides have confirmed it.
+struct SecondLink {
+  std::unique_ptr<VerbsLink> link;
+  LocalRmb rmb;      // alias of the first link's RMB memory
+  RemoteRmb peer;
+  LinkIdentity local, remote;
+};
+
+// Server side, after the first link is confirmed: ADD LINK on a second
+// device (or, with none, the same one: an asymmetric attempt the client may
+// reject), the RToken exchange (ADD LINK CONTINUATION) and CONFIRM LINK over
+// the new link. Nullopt when the client rejects or anything fails: the group
+// then runs on one link (RFC C.8; no retry timer here).
+std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRmb& rmb, const clc::AcceptConfirm& conf,
+                                                 uint32_t peer_size) {
+  const int timeout = handshake_config().llc_timeout_ms;
+  auto alt = verbs_alternate_port(first->port(), nullptr);
+  const VerbsPort& port = alt ? *alt : first->port();
+  std::string why;
+  SecondLink out;
+  out.link = VerbsLink::create(port, &why);
+  if (!out.link || !out.link->register_alias(rmb, &out.rmb)) {
+    SMCR_LOG(1, "ADD LINK: no second link: %s", out.link ? "cannot register the RMB" : why.c_str());
+    return std::nullopt;
+  }
+  VerbsLink* l2 = out.link.get();
+  llc::AddLink req;
+  req.sender_mac = l2->mac();
+  req.sender_gid = l2->gid();
+  req.sender_qpn = l2->qpn();
+  req.link_num = kSecondLinkNum;
+  req.mtu_code = l2->mtu_code();
+  req.initial_psn = l2->psn();
+  auto give_up = [&](const char* what) -> std::optional<SecondLink> {
+    SMCR_LOG(1, "ADD LINK: %s: the group keeps one link", what);
+    counters().add_link_rejected.fetch_add(1);
+    return std::nullopt;
+  };
+  // A link the client already set up is deleted again (on link 1).
+  auto delete_second = [&](const char* what) -> std::optional<SecondLink> {
+    llc::DeleteLink d;
+    d.link_num = kSecondLinkNum;
+    d.reason_code = llc::DeleteLink::kReasonLostPath;
+    post_llc(first, llc::encode(d));
+    return give_up(what);
+  };
+  if (!post_llc(first, llc::encode(req))) return give_up("cannot send ADD LINK");
+  auto m = next_llc(first, timeout);
+  auto* rep = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
+  if (!rep || !rep->reply || rep->link_num != kSecondLinkNum) return give_up("no ADD LINK reply");
+  if (rep->rejected) {
+    SMCR_LOG(1, "ADD LINK: client rejected (reason %u%s)", rep->reason_code,
+             rep->reason_code == llc::AddLink::kReasonNoAlternatePath ? ": no alternate path" : "");
+    return give_up("rejected");
+  }
+  if (rep->mtu_code < 1 || rep->mtu_code > 5) return delete_second("bad MTU in the ADD LINK reply");
+  if (rep->sender_gid == conf.gid && port.device == first->port().device)
+    return delete_second("the reply would make a parallel link");
+  if (!l2->connect(rep->sender_gid, rep->sender_qpn, rep->initial_psn, std::min(rep->mtu_code, l2->mtu_code()), &why)) {
+    SMCR_LOG(1, "verbs: %s", why.c_str());
+    return delete_second("cannot connect the new QP");
+  }
+  // RTokens (one RMB per side on first contact): ours, then the client's.
+  llc::AddLinkContinuation cont;
+  cont.link_num = kSecondLinkNum;
+  cont.num_rtokens = 1;
+  cont.pairs[0] = {rmb.rkey, out.rmb.rkey, out.rmb.vaddr};
+  if (!post_llc(first, llc::encode(cont))) return delete_second("cannot send ADD LINK CONTINUATION");
+  m = next_llc(first, timeout);
+  auto* theirs = m ? std::get_if<llc::AddLinkContinuation>(&*m) : nullptr;
+  if (!theirs || !theirs->reply || theirs->link_num != kSecondLinkNum || theirs->num_rtokens != 1 ||
+      theirs->pairs[0].reference_rkey != conf.rmb_rkey)
+    return delete_second("ADD LINK CONTINUATION reply does not name the client's RMB");
+  out.peer.rkey = theirs->pairs[0].new_rkey;
+  out.peer.vaddr = theirs->pairs[0].new_vaddr + uint64_t{conf.rmbe_index - 1u} * peer_size;
+  out.peer.size = peer_size;
+  // CONFIRM LINK over the new link proves its path (RFC 3.5.1.6.3).
+  llc::ConfirmLink cl;
+  cl.sender_mac = l2->mac();
+  cl.sender_gid = l2->gid();
+  cl.sender_qpn = l2->qpn();
+  cl.link_num = kSecondLinkNum;
+  cl.link_user_id = random_u32();
+  cl.max_links = max_links();
+  if (!post_llc(l2, llc::encode(cl))) return delete_second("cannot send CONFIRM LINK on the new link");
+  m = next_llc(l2, timeout);
+  auto* clr = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
+  if (!clr || !clr->reply || clr->link_num != kSecondLinkNum || clr->sender_qpn != rep->sender_qpn)
+    return delete_second("no CONFIRM LINK reply on the new link");
+  out.local = {l2->gid(), l2->mac(), l2->qpn(), l2->mtu_code()};
+  out.remote = {rep->sender_gid, rep->sender_mac, rep->sender_qpn, rep->mtu_code};
+  counters().links_added.fetch_add(1);
+  SMCR_LOG(1, "ADD LINK: link %u up on %s (%s asymmetric)", kSecondLinkNum, port.device.c_str(),
+           alt ? "not" : "server-side");
+  return out;
+}
+
+// Client side, after its CONFIRM LINK reply: the server's ADD LINK (RFC
+// 3.5.1.6), answered with a QP on another device (or the same one when the
+// server offers a different device), RTokens, and CONFIRM LINK on the new
+// link; the new link joins `g` before the last reply goes out. Anything
+// else leaves the group with one link. A message that is not ADD LINK is
+// handed back in *stray for the group to handle.
+void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptConfirm& acc, uint32_t peer_size,
+                            ConnRmbs* rmbs, std::optional<std::array<uint8_t, 44>>* stray) {
+  const int timeout = handshake_config().llc_timeout_ms;
+  std::array<uint8_t, 44> raw{};
+  auto m = next_llc(first, timeout, &raw);
+  auto* req = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
+  if (!req || req->reply) {
+    if (m || raw[0] != 0) *stray = raw;
+    SMCR_LOG(1, "ADD LINK: none from the server: the group has one link");
+    return;
+  }
+  auto reject = [&](uint8_t reason, const char* what) {
+    SMCR_LOG(1, "ADD LINK: rejecting (%s)", what);
+    llc::AddLink r = *req;
+    r.reply = true;
+    r.rejected = true;
+    r.reason_code = reason;
+    post_llc(first, llc::encode(r));
+    counters().add_link_rejected.fetch_add(1);
+  };
+  if (req->mtu_code < 1 || req->mtu_code > 5) return reject(llc::AddLink::kReasonInvalidMtu, "invalid MTU");
+  if (req->link_num == 0 || g->slot_of_link_num(req->link_num) >= 0 || max_links() < 2)
+    return reject(llc::AddLink::kReasonNoAlternatePath, "no room for another link");
+  // RFC 3.5.1.6.2: symmetric if both have a second device; asymmetric if
+  // only one side has; a second link between the same two devices would be
+  // parallel, which the RFC forbids.
+  auto alt = verbs_alternate_port(first->port(), &req->sender_gid);
+  bool server_same_device = req->sender_gid == acc.gid && req->sender_mac == acc.mac;
+  if (server_same_device && !alt) return reject(llc::AddLink::kReasonNoAlternatePath, "no alternate path");
+  const VerbsPort& port = alt ? *alt : first->port();
+  std::string why;
+  SecondLink l;
+  l.link = VerbsLink::create(port, &why);
+  if (!l.link || !l.link->register_alias(rmbs->local[0], &l.rmb))
+    return reject(llc::AddLink::kReasonNoAlternatePath, l.link ? "cannot register the RMB" : why.c_str());
+  VerbsLink* l2 = l.link.get();
+  uint8_t mtu = std::min(req->mtu_code, l2->mtu_code());
+  if (!l2->connect(req->sender_gid, req->sender_qpn, req->initial_psn, mtu, &why))
+    return reject(llc::AddLink::kReasonNoAlternatePath, why.c_str());
+  llc::AddLink rep;
+  rep.reply = true;
+  rep.sender_mac = l2->mac();
+  rep.sender_gid = l2->gid();
+  rep.sender_qpn = l2->qpn();
+  rep.link_num = req->link_num;
+  rep.mtu_code = l2->mtu_code();
+  rep.initial_psn = l2->psn();
+  if (!post_llc(first, llc::encode(rep))) return;
+  // The server's RTokens first, then ours (RFC 3.5.5.2.3).
+  m = next_llc(first, timeout);
+  auto* cont = m ? std::get_if<llc::AddLinkContinuation>(&*m) : nullptr;
+  if (!cont || cont->reply || cont->link_num != req->link_num || cont->num_rtokens != 1 ||
+      cont->pairs[0].reference_rkey != acc.rmb_rkey) {
+    SMCR_LOG(1, "ADD LINK: bad or missing ADD LINK CONTINUATION: the group keeps one link");
+    return;
+  }
+  llc::AddLinkContinuation mine;
+  mine.reply = true;
+  mine.link_num = req->link_num;
+  mine.num_rtokens = 1;
+  mine.pairs[0] = {rmbs->local[0].rkey, l.rmb.rkey, l.rmb.vaddr};
+  if (!post_llc(first, llc::encode(mine))) return;
+  m = next_llc(l2, timeout);
+  auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
+  if (!cl || cl->reply || cl->link_num != req->link_num || cl->sender_qpn != req->sender_qpn ||
+      cl->sender_gid != req->sender_gid) {
+    SMCR_LOG(1, "ADD LINK: no CONFIRM LINK on the new link: the group keeps one link");
+    return;
+  }
+  LinkIdentity local{l2->gid(), l2->mac(), l2->qpn(), l2->mtu_code()};
+  LinkIdentity remote{req->sender_gid, req->sender_mac, req->sender_qpn, req->mtu_code};
+  llc::ConfirmLink reply;
+  reply.reply = true;
+  reply.sender_mac = l2->mac();
+  reply.sender_gid = l2->gid();
+  reply.sender_qpn = l2->qpn();
+  reply.link_num = cl->link_num;
+  reply.link_user_id = random_u32();
+  reply.max_links = std::min(cl->max_links, max_links());
+  int slot = g->add_link(std::move(l.link), req->link_num, local, remote);
+  if (slot < 0) return;
+  rmbs->local[static_cast<size_t>(slot)] = l.rmb;
+  RemoteRmb& p = rmbs->peer[static_cast<size_t>(slot)];
+  p.rkey = cont->pairs[0].new_rkey;
+  p.vaddr = cont->pairs[0].new_vaddr + uint64_t{acc.rmbe_index - 1u} * peer_size;
+  p.size = peer_size;
+  counters().links_added.fetch_add(1);
+  SMCR_LOG(1, "ADD LINK: link %u up on %s", req->link_num, port.device.c_str());
+  post_llc(l2, llc::encode(reply));
+}
+#endif
 
 }  // namespace
 
@@ -542,23 +809,22 @@ static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPor
 // RMB, announce ours, then Confirm naming the group's link. No CONFIRM LINK.
 static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const clc::AcceptConfirm& acc,
                                                   uint32_t peer_size, int64_t deadline) {
-  RemoteRmb peer;
-  if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &peer))
+  ConnRmbs rmbs;
+  if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &rmbs))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
-  LocalRmb rmb;
-  if (!add_rmb_to_group(g, &rmb)) {
-    g->link()->release_remote_rmb(&peer);
+  if (!add_rmb_to_group(g, &rmbs)) {
+    free_conn_rmbs(g, &rmbs);
     return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   }
-  clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmb);
+  clc::AcceptConfirm conf =
+      rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
   g->expect_token(conf.rmbe_alert_token);
   if (!send_all(fd, clc::encode(conf), deadline)) {
     g->forget_token(conf.rmbe_alert_token);
-    g->link()->release_remote_rmb(&peer);
-    g->link()->free_local_rmb(&rmb);
+    free_conn_rmbs(g, &rmbs);
     return terminate(Fallback::kTimeout, ETIMEDOUT);
   }
-  return establish_on(g, &rmb, peer, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
+  return establish_on(g, &rmbs, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
 }
 
 HandshakeOutcome clc_client(int fd, bool have_resources) {
@@ -643,17 +909,33 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   reply.sender_qpn = fs.qpn;
   reply.link_num = cl->link_num;
   reply.link_user_id = random_u32();
-  reply.max_links = cl->max_links;
-  // The group is registered before the reply goes out: the server may answer
-  // the next connection with an F=0 Accept as soon as the reply arrives.
+  reply.max_links = std::min(cl->max_links, max_links());
+  ConnRmbs rmbs;
+  rmbs.local[0] = fs.rmb;
+  rmbs.peer[0] = fs.peer;
+  fs.rmb = LocalRmb{};
+  fs.peer = RemoteRmb{};
   Link* link = fs.link.get();
+  bool shm = std::strcmp(link->fabric_name(), "shm") == 0;
   LinkIdentity remote{acc->gid, acc->mac, acc->qpn, acc->mtu_code};
-  HandshakeOutcome o = establish(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, local, remote,
-                                 &fs.rmb, fs.peer, conf.rmbe_alert_token, acc->rmbe_alert_token, fd);
-  fs.peer = RemoteRmb{};  // owned by the connection now
+  auto* group = new LinkGroup(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, local, remote);
+  // The group is registered before the reply goes out: the server may answer
+  // the next connection with an F=0 Accept as soon as its setup is done.
+  LinkGroup::register_group(group);
   // If the reply cannot be sent the server resets the TCP connection; the link
   // is broken and the connection will report it.
   if (link->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1);
+  std::optional<std::array<uint8_t, 44>> stray;
+#ifdef SMCR_HAVE_VERBS
+  if (!shm && reply.max_links >= 2)
+    client_add_second_link(group, static_cast<VerbsLink*>(link), *acc, *peer_size, &rmbs, &stray);
+#endif
+  (void)shm;
+  group->note_peer_rmb(tokens_of(rmbs));
+  HandshakeOutcome o = establish_on(group, &rmbs, conf.rmbe_alert_token, acc->rmbe_alert_token, fd, true);
+  // The engine does not watch the group yet: this thread may still act for it.
+  if (stray) group->dispatch(0, *stray);
+  Engine::get().add_group(group);
   return o;
 }
 
@@ -727,12 +1009,13 @@ static std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::
 // the Confirm must name the group's link and the client's announced RMB.
 // After our Accept we may no longer Decline (RFC C.3): failures reset.
 static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline) {
-  LocalRmb rmb;
-  if (!add_rmb_to_group(g, &rmb)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
-  clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, false, g->local(), 0, rmb);
+  ConnRmbs rmbs;
+  if (!add_rmb_to_group(g, &rmbs)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  clc::AcceptConfirm acc =
+      rmb_message(clc::Type::kAccept, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
   auto fail = [&](HandshakeOutcome o) {
     g->forget_token(acc.rmbe_alert_token);
-    g->link()->free_local_rmb(&rmb);
+    free_conn_rmbs(g, &rmbs);
     return o;
   };
   g->expect_token(acc.rmbe_alert_token);
@@ -745,13 +1028,12 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   clc::DecodeError err;
   auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
   auto peer_size = conf ? rmb::decode_size(conf->rmbe_size_code) : std::nullopt;
-  RemoteRmb peer;
   if (!conf || !peer_size || conf->qpn != g->remote().qpn || conf->gid != g->remote().gid ||
-      !claim_peer_rmb(g, conf->rmb_rkey, conf->rmb_vaddr, conf->rmbe_index, *peer_size, &peer)) {
+      !claim_peer_rmb(g, conf->rmb_rkey, conf->rmb_vaddr, conf->rmbe_index, *peer_size, &rmbs)) {
     SMCR_LOG(1, "CLC: subsequent-contact Confirm names no RMB or link of the group");
     return fail(terminate(Fallback::kProtocolError, ECONNRESET));
   }
-  return establish_on(g, &rmb, peer, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
+  return establish_on(g, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
 }
 
 HandshakeOutcome clc_server(int fd, bool have_resources) {
@@ -835,7 +1117,7 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
   req.sender_qpn = fs.qpn;
   req.link_num = 1;
   req.link_user_id = random_u32();
-  req.max_links = 2;
+  req.max_links = max_links();
   if (!fs.link->post_message(llc::encode(req)))
     return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
   counters().llc_sent.fetch_add(1);
@@ -855,9 +1137,29 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
     return terminate(Fallback::kProtocolError, ECONNRESET);
   counters().llc_received.fetch_add(1);
   LinkIdentity remote{conf->gid, conf->mac, conf->qpn, conf->mtu_code};
-  HandshakeOutcome o = establish(Role::kServer, prop->peer_id, std::move(fs.link), 1, local, remote, &fs.rmb, fs.peer,
-                                 acc.rmbe_alert_token, conf->rmbe_alert_token, fd);
+  ConnRmbs rmbs;
+  rmbs.local[0] = fs.rmb;
+  rmbs.peer[0] = fs.peer;
+#ifdef SMCR_HAVE_VERBS
+  // RFC 3.5.1.6: a second link before any data flows.
+  std::optional<SecondLink> second;
+  if (!shm && (cl->max_links == 0 || cl->max_links >= 2) && max_links() >= 2)
+    second = server_add_second_link(static_cast<VerbsLink*>(fs.link.get()), fs.rmb, *conf, *peer_size);
+#endif
+  fs.rmb = LocalRmb{};
   fs.peer = RemoteRmb{};
+  auto* group = new LinkGroup(Role::kServer, prop->peer_id, std::move(fs.link), 1, local, remote);
+#ifdef SMCR_HAVE_VERBS
+  if (second) {
+    int slot = group->add_link(std::move(second->link), kSecondLinkNum, second->local, second->remote);
+    rmbs.local[static_cast<size_t>(slot)] = second->rmb;
+    rmbs.peer[static_cast<size_t>(slot)] = second->peer;
+  }
+#endif
+  group->note_peer_rmb(tokens_of(rmbs));
+  HandshakeOutcome o = establish_on(group, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, true);
+  LinkGroup::register_group(group);
+  Engine::get().add_group(group);
   return o;
 }
 

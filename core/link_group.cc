@@ -29,7 +29,53 @@ constexpr size_t kMaxPeerRmbs = 255;
 
 }  // namespace
 
-bool LinkGroup::shm() const { return std::strcmp(link_->fabric_name(), "shm") == 0; }
+LinkGroup::LinkGroup(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
+                     const LinkIdentity& local, const LinkIdentity& remote)
+    : role_(role), peer_(peer) {
+  add_link(std::move(link), link_num, local, remote);
+}
+
+bool LinkGroup::shm() const { return std::strcmp(links_[0].link->fabric_name(), "shm") == 0; }
+
+int LinkGroup::add_link(std::unique_ptr<Link> link, uint8_t link_num, const LinkIdentity& local,
+                        const LinkIdentity& remote) {
+  if (slots_used_ >= kMaxGroupLinks) return -1;
+  GroupLink& l = links_[static_cast<size_t>(slots_used_)];
+  l.link = std::move(link);
+  l.num = link_num;
+  l.local = local;
+  l.remote = remote;
+  l.up.store(true, std::memory_order_release);
+  return slots_used_++;
+}
+
+int LinkGroup::slot_of_link_num(uint8_t num) const {
+  for (int i = 0; i < slots_used_; ++i)
+    if (links_[static_cast<size_t>(i)].num == num) return i;
+  return -1;
+}
+
+int LinkGroup::primary_slot() const {
+  for (int i = 0; i < slots_used_; ++i)
+    if (link_up(i)) return i;
+  return 0;
+}
+
+int LinkGroup::alternate_slot(int slot) const {
+  for (int i = 0; i < slots_used_; ++i)
+    if (i != slot && link_up(i) && !links_[static_cast<size_t>(i)].link->failed()) return i;
+  return -1;
+}
+
+int LinkGroup::links_up() const {
+  int n = 0;
+  for (int i = 0; i < slots_used_; ++i) n += link_up(i) ? 1 : 0;
+  return n;
+}
+
+void LinkGroup::post_llc(int slot, const std::array<uint8_t, 44>& msg) {
+  if (link_at(slot)->post_message(msg)) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+}
 
 void LinkGroup::register_group(LinkGroup* g) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -70,15 +116,20 @@ std::string LinkGroup::describe_all() {
         if (c->try_ref()) conns.push_back(c);
       char buf[400];
       snprintf(buf, sizeof buf,
-               "group role=%s peer_id=%s link_num=%u local_gid=%s local_qpn=%u remote_gid=%s remote_qpn=%u "
-               "mtu_code=%u connections=%zu peer_rmbs_pending=%zu state=%s\n",
-               g->role_ == Role::kServer ? "server" : "client", hex(g->peer_.data(), 8).c_str(), g->link_num_,
-               hex(g->local_.gid.data(), 16).c_str(), g->local_.qpn, hex(g->remote_.gid.data(), 16).c_str(),
-               g->remote_.qpn, g->local_.mtu_code, g->conns_.size(), g->peer_rtokens_.size(),
-               g->failed_ ? "failed" : "up");
+               "group role=%s peer_id=%s links=%d links_up=%d primary_link=%u connections=%zu peer_rmbs=%zu "
+               "state=%s\n",
+               g->role_ == Role::kServer ? "server" : "client", hex(g->peer_.data(), 8).c_str(), g->slots_used_,
+               g->links_up(), g->link_num(), g->conns_.size(), g->peer_rmbs_.size(), g->failed_ ? "failed" : "up");
       out += buf;
     }
-    out += "  link " + g->link_->describe() + "\n";
+    for (int i = 0; i < g->slots_used_; ++i) {
+      const GroupLink& l = g->links_[static_cast<size_t>(i)];
+      char buf[300];
+      snprintf(buf, sizeof buf, "  link num=%u state=%s local_gid=%s local_qpn=%u remote_gid=%s remote_qpn=%u mtu_code=%u ",
+               l.num, l.up ? "up" : "down", hex(l.local.gid.data(), 16).c_str(), l.local.qpn,
+               hex(l.remote.gid.data(), 16).c_str(), l.remote.qpn, l.local.mtu_code);
+      out += buf + l.link->describe() + "\n";
+    }
     for (Connection* c : conns) {
       out += "  conn " + c->describe() + "\n";
       c->unref();
@@ -104,9 +155,13 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
                                          uint32_t qpn) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (g->role_ != Role::kClient || g->peer_ != server || g->remote_.gid != gid || g->remote_.mac != mac ||
-        g->remote_.qpn != qpn)
-      continue;
+    if (g->role_ != Role::kClient || g->peer_ != server) continue;
+    bool names_a_link = false;
+    for (int i = 0; i < g->slots_used_; ++i) {
+      const LinkIdentity& r = g->links_[static_cast<size_t>(i)].remote;
+      names_a_link |= g->link_up(i) && r.gid == gid && r.mac == mac && r.qpn == qpn;
+    }
+    if (!names_a_link) continue;
     std::lock_guard<std::mutex> glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
     ++g->users_;
@@ -200,7 +255,7 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   exchange_done_ = false;
   exchange_ok_ = false;
   lock.unlock();
-  bool sent = link_->post_message_with_fd(request, attach_fd);
+  bool sent = link()->post_message_with_fd(request, attach_fd);
   lock.lock();
   if (sent) {
     counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
@@ -211,63 +266,73 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   return ok;
 }
 
-bool LinkGroup::take_peer_rtoken(uint32_t rkey, uint64_t vaddr, int* fd) {
+bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = peer_rtokens_.find({rkey, vaddr});
-  if (it == peer_rtokens_.end()) return false;
-  *fd = it->second;
-  peer_rtokens_.erase(it);
-  peer_rkeys_in_use_.insert(rkey);
-  return true;
+  auto s = static_cast<size_t>(slot);
+  for (PeerRmb& r : peer_rmbs_) {
+    if (r.claimed || !r.tokens.has[s] || r.tokens.rkey[s] != rkey || r.tokens.vaddr[s] != vaddr) continue;
+    r.claimed = true;
+    *tokens = r.tokens;
+    *fd = r.fd;
+    r.fd = -1;
+    return true;
+  }
+  return false;
 }
 
-void LinkGroup::note_peer_rkey(uint32_t rkey) {
+void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens) {
   std::lock_guard<std::mutex> lock(mu_);
-  peer_rkeys_in_use_.insert(rkey);
+  PeerRmb r;
+  r.tokens = tokens;
+  r.claimed = true;
+  peer_rmbs_.push_back(r);
 }
 
-void LinkGroup::announce_rmb_deleted(uint32_t rkey) {
+void LinkGroup::announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>& rkey_by_slot) {
   if (failed_) return;
+  int slot = primary_slot();
+  if (rkey_by_slot[static_cast<size_t>(slot)] == 0) return;
   llc::DeleteRkey d;
   d.count = 1;
-  d.rkeys[0] = rkey;
-  if (link_->post_message(llc::encode(d))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+  d.rkeys[0] = rkey_by_slot[static_cast<size_t>(slot)];
+  post_llc(slot, llc::encode(d));
 }
 
 LinkGroup::~LinkGroup() {
-  for (auto& [key, fd] : peer_rtokens_)
-    if (fd >= 0) sys::close(fd);
+  for (PeerRmb& r : peer_rmbs_)
+    if (r.fd >= 0) sys::close(r.fd);
 }
 
-bool LinkGroup::keepalive_tick(int64_t now_ms, int64_t interval_ms) {
-  if (failed_) return false;
-  if (last_rx_ms_ == 0) last_rx_ms_ = now_ms;
-  if (test_link_mismatch_) {
-    SMCR_LOG(1, "link: TEST LINK reply does not echo our data: link down");
+bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
+  GroupLink& l = links_[static_cast<size_t>(slot)];
+  if (!l.up || l.link->failed()) return false;
+  if (l.last_rx_ms == 0) l.last_rx_ms = now_ms;
+  if (l.test_link_mismatch) {
+    SMCR_LOG(1, "link %u: TEST LINK reply does not echo our data: link down", l.num);
     return false;
   }
-  if (test_link_deadline_ms_ != 0) {
-    if (now_ms < test_link_deadline_ms_) return true;
-    SMCR_LOG(1, "link: no TEST LINK reply within the LLC timeout: link down");
+  if (l.test_link_deadline_ms != 0) {
+    if (now_ms < l.test_link_deadline_ms) return true;
+    SMCR_LOG(1, "link %u: no TEST LINK reply within the LLC timeout: link down", l.num);
     return false;
   }
-  if (now_ms - last_rx_ms_ < interval_ms) return true;
+  if (now_ms - l.last_rx_ms < interval_ms) return true;
   llc::TestLink probe;
   uint64_t r[2];
   ::syscall(SYS_getrandom, r, sizeof r, 0);
   std::memcpy(probe.user_data.data(), r, 16);
-  test_link_data_ = probe.user_data;
-  test_link_deadline_ms_ = now_ms + 2000;  // Linux: 2 s for LLC replies after first contact
-  if (!link_->post_message(llc::encode(probe))) return false;
+  l.test_link_data = probe.user_data;
+  l.test_link_deadline_ms = now_ms + 2000;  // Linux: 2 s for LLC replies after first contact
+  if (!l.link->post_message(llc::encode(probe))) return false;
   counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void LinkGroup::dispatch(std::span<const uint8_t> msg) {
-  last_rx_ms_ = sys::now_ms();
+void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
+  links_[static_cast<size_t>(slot)].last_rx_ms = sys::now_ms();
   if (msg.size() != kLinkMessageLen) {
     SMCR_LOG(1, "link: %zu-byte message (want 44): link down", msg.size());
-    on_link_failure();
+    on_link_failure(slot);
     return;
   }
   switch (llc::classify(msg[0])) {
@@ -275,8 +340,17 @@ void LinkGroup::dispatch(std::span<const uint8_t> msg) {
       auto m = cdc::decode(msg);
       if (!m) {
         SMCR_LOG(1, "link: malformed CDC message: link down");
-        on_link_failure();
+        on_link_failure(slot);
         return;
+      }
+      if (m->flags.failover_validation && !draining_others_) {
+        // The peer moved this connection here from a link that failed (RFC
+        // 4.6). What that link delivered before it failed may still wait in
+        // its queue: process it first, so the validation sees it.
+        draining_others_ = true;
+        for (int i = 0; i < slots_used_; ++i)
+          if (i != slot) link_at(i)->drain_messages([this, i](std::span<const uint8_t> b) { dispatch(i, b); });
+        draining_others_ = false;
       }
       Connection* c = nullptr;
       {
@@ -306,49 +380,70 @@ void LinkGroup::dispatch(std::span<const uint8_t> msg) {
     }
     case llc::Opcode::kLlc:
       counters().llc_received.fetch_add(1, std::memory_order_relaxed);
-      handle_llc(msg);
+      handle_llc(slot, msg);
       return;
     case llc::Opcode::kDiscard:
       SMCR_LOG(2, "link: optional LLC type %02x discarded", msg[0]);
       return;
     case llc::Opcode::kProtocolError:
       SMCR_LOG(1, "link: unknown LLC type %02x: link down", msg[0]);
-      on_link_failure();
+      on_link_failure(slot);
       return;
   }
 }
 
-void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
+void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
+  GroupLink& l = links_[static_cast<size_t>(slot)];
   llc::DecodeError err;
   auto m = llc::decode(msg, &err);
   if (!m) {
-    SMCR_LOG(1, "link: malformed LLC (%.*s): link down", static_cast<int>(llc::to_string(err).size()),
+    SMCR_LOG(1, "link %u: malformed LLC (%.*s): link down", l.num, static_cast<int>(llc::to_string(err).size()),
              llc::to_string(err).data());
-    on_link_failure();
+    on_link_failure(slot);
     return;
   }
   if (auto* t = std::get_if<llc::TestLink>(&*m)) {
     if (t->reply) {
-      if (test_link_deadline_ms_ != 0) {
-        test_link_mismatch_ = t->user_data != test_link_data_;
-        test_link_deadline_ms_ = 0;
+      if (l.test_link_deadline_ms != 0) {
+        l.test_link_mismatch = t->user_data != l.test_link_data;
+        l.test_link_deadline_ms = 0;
       }
       return;
     }
-    {
-      llc::TestLink reply = *t;
-      reply.reply = true;
-      link_->post_message(llc::encode(reply));
-      counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
-    }
+    llc::TestLink reply = *t;
+    reply.reply = true;
+    post_llc(slot, llc::encode(reply));
     return;
   }
   if (auto* d = std::get_if<llc::DeleteLink>(&*m)) {
-    // A server ending the group after its last connection: every connection
-    // on it has already exchanged C, so this only takes the link down.
-    SMCR_LOG(1, "link: DELETE LINK (all=%d orderly=%d reason %08x) from peer", d->all_links, d->orderly,
-             d->reason_code);
-    on_link_failure();
+    SMCR_LOG(1, "link %u: DELETE LINK %s (link %u, all=%d orderly=%d reason %08x) from peer", l.num,
+             d->reply ? "reply" : "request", d->link_num, d->all_links, d->orderly, d->reason_code);
+    if (d->all_links) {
+      // The group ends (a server after its last connection, or a peer going
+      // away): every connection on it has exchanged C, or is reset.
+      fail_all_links();
+      return;
+    }
+    if (d->reply) return;  // the peer has freed the link we deleted
+    int target = slot_of_link_num(d->link_num);
+    if (target < 0) {
+      llc::DeleteLink reply = *d;
+      reply.reply = true;
+      reply.reason_code = llc::DeleteLink::kReasonUnknownLink;
+      post_llc(slot, llc::encode(reply));
+      return;
+    }
+    if (role_ == Role::kClient) {
+      // The server deletes a link (RFC 3.5.5.1): move off it, then confirm.
+      link_down(target, false, "deleted by the server");
+      llc::DeleteLink reply = *d;
+      reply.reply = true;
+      if (int via = alternate_slot(target); via >= 0) post_llc(via, llc::encode(reply));
+    } else if (link_up(target)) {
+      // A client's DELETE LINK is a notification; the server runs the
+      // exchange (RFC 3.5.5.1), with its own request to the client.
+      link_down(target, true, "deleted by the client");
+    }
     return;
   }
   if (auto* k = std::get_if<llc::ConfirmRkey>(&*m)) {
@@ -361,23 +456,39 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
       }
       return;
     }
-    // The peer added an RMB (RFC 3.5.5.2.1): remember its RToken (and, on
-    // shm, the memfd that came with it) for the Accept/Confirm that names it.
-    int fd = link_->take_attached_fd();
+    // The peer added an RMB (RFC 3.5.5.2.1): remember its RTokens on every
+    // link (and, on shm, the memfd that came with it) for the Accept/Confirm
+    // that names it.
+    int fd = l.link->take_attached_fd();
     llc::ConfirmRkey reply = *k;
     reply.reply = true;
+    PeerRmb r;
+    r.tokens.has[static_cast<size_t>(slot)] = true;
+    r.tokens.rkey[static_cast<size_t>(slot)] = k->rkey;
+    r.tokens.vaddr[static_cast<size_t>(slot)] = k->vaddr;
+    for (size_t i = 0; i < std::min<size_t>(k->num_tokens, k->other_links.size()); ++i) {
+      int other = slot_of_link_num(k->other_links[i].link_num);
+      if (other < 0 || other == slot) continue;  // a link we do not have: it is down for us
+      r.tokens.has[static_cast<size_t>(other)] = true;
+      r.tokens.rkey[static_cast<size_t>(other)] = k->other_links[i].rkey;
+      r.tokens.vaddr[static_cast<size_t>(other)] = k->other_links[i].vaddr;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto key = std::make_pair(k->rkey, k->vaddr);
-      if (peer_rtokens_.size() >= kMaxPeerRmbs || peer_rtokens_.count(key)) {
+      bool duplicate = std::any_of(peer_rmbs_.begin(), peer_rmbs_.end(), [&](const PeerRmb& p) {
+        return p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
+               p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr;
+      });
+      if (peer_rmbs_.size() >= kMaxPeerRmbs || duplicate) {
         reply.negative = true;
       } else {
-        peer_rtokens_[key] = fd;
+        r.fd = fd;
         fd = -1;
+        peer_rmbs_.push_back(r);
       }
     }
     if (fd >= 0) sys::close(fd);
-    if (link_->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    post_llc(slot, llc::encode(reply));
     return;
   }
   if (auto* d = std::get_if<llc::DeleteRkey>(&*m)) {
@@ -385,22 +496,23 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
       if (d->negative) SMCR_LOG(1, "link: peer did not know %u of our deleted RKeys (mask %02x)", d->count, d->error_mask);
       return;
     }
-    // RKeys the peer deleted: forget them; an RKey we never had gets a
-    // negative reply with its bit set (MSB = first).
+    // RKeys (on this link) of RMBs the peer deleted: forget them; an RKey we
+    // never had gets a negative reply with its bit set (MSB = first).
     llc::DeleteRkey reply = *d;
     reply.reply = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      auto s = static_cast<size_t>(slot);
       for (uint8_t i = 0; i < d->count && i < d->rkeys.size(); ++i) {
         uint32_t rkey = d->rkeys[i];
-        bool known = peer_rkeys_in_use_.erase(rkey) > 0;
-        for (auto it = peer_rtokens_.begin(); it != peer_rtokens_.end();) {
-          if (it->first.first != rkey) {
+        bool known = false;
+        for (auto it = peer_rmbs_.begin(); it != peer_rmbs_.end();) {
+          if (!it->tokens.has[s] || it->tokens.rkey[s] != rkey) {
             ++it;
             continue;
           }
-          if (it->second >= 0) sys::close(it->second);
-          it = peer_rtokens_.erase(it);
+          if (it->fd >= 0) sys::close(it->fd);
+          it = peer_rmbs_.erase(it);
           known = true;
         }
         if (!known) {
@@ -410,17 +522,18 @@ void LinkGroup::handle_llc(std::span<const uint8_t> msg) {
         }
       }
     }
-    if (link_->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    post_llc(slot, llc::encode(reply));
     return;
   }
   if (auto* a = std::get_if<llc::AddLink>(&*m); a && !a->reply && role_ == Role::kClient) {
-    // One fabric endpoint per process: a second link would be parallel (RFC 2.2).
+    // Links are added while the group is set up (first contact, see
+    // handshake.cc); later the group is at its maximum or has no spare
+    // device for another symmetric link.
     llc::AddLink reject = *a;
     reject.reply = true;
     reject.rejected = true;
     reject.reason_code = llc::AddLink::kReasonNoAlternatePath;
-    link_->post_message(llc::encode(reject));
-    counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+    post_llc(slot, llc::encode(reject));
     return;
   }
   SMCR_LOG(2, "link: LLC type %02x ignored", msg[0]);
@@ -432,10 +545,46 @@ void LinkGroup::terminate() {
   d.all_links = true;
   d.orderly = true;
   d.reason_code = llc::DeleteLink::kReasonInactivity;
-  if (link_->post_message(llc::encode(d))) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
+  post_llc(primary_slot(), llc::encode(d));
 }
 
-void LinkGroup::on_link_failure() {
+void LinkGroup::on_link_failure(int slot) { link_down(slot, true, "failed"); }
+
+void LinkGroup::link_down(int slot, bool notify_peer, const char* why) {
+  GroupLink& l = links_[static_cast<size_t>(slot)];
+  if (!l.up.exchange(false)) return;
+  // Nothing more leaves through it: a late write of old bytes must not land
+  // after the connections have moved on.
+  l.link->take_down();
+  int survivor = alternate_slot(slot);
+  if (survivor < 0) {
+    SMCR_LOG(1, "link %u %s: no other link, the group is down", l.num, why);
+    fail_all_links();
+    return;
+  }
+  counters().link_failovers.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "link %u %s: connections move to link %u", l.num, why, link_num_at(survivor));
+  std::vector<Connection*> moving;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [token, c] : conns_)
+      if (c->try_ref()) moving.push_back(c);
+  }
+  for (Connection* c : moving) {
+    c->on_link_down(slot);
+    c->unref();
+  }
+  if (notify_peer) {
+    llc::DeleteLink d;
+    d.link_num = l.num;
+    d.reason_code = llc::DeleteLink::kReasonLostPath;
+    post_llc(survivor, llc::encode(d));
+  }
+}
+
+void LinkGroup::fail_all_links() {
+  for (int i = 0; i < slots_used_; ++i)
+    if (links_[static_cast<size_t>(i)].up.exchange(false)) links_[static_cast<size_t>(i)].link->take_down();
   if (failed_.exchange(true)) return;
   std::vector<Connection*> victims;
   bool now_retired = false;

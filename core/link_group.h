@@ -33,26 +33,50 @@ struct LinkIdentity {
   uint8_t mtu_code = 0;
 };
 
+// The peer's RMB as each link of the group names it (RKeys are per link).
+struct PeerRmbTokens {
+  std::array<bool, kMaxGroupLinks> has{};
+  std::array<uint32_t, kMaxGroupLinks> rkey{};
+  std::array<uint64_t, kMaxGroupLinks> vaddr{};
+};
+
 class LinkGroup {
  public:
   LinkGroup(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
-            const LinkIdentity& local = {}, const LinkIdentity& remote = {})
-      : role_(role), peer_(peer), link_(std::move(link)), link_num_(link_num), local_(local), remote_(remote) {}
+            const LinkIdentity& local = {}, const LinkIdentity& remote = {});
   ~LinkGroup();
 
   Role role() const { return role_; }
-  Link* link() { return link_.get(); }
-  uint8_t link_num() const { return link_num_; }
   const clc::PeerId& peer() const { return peer_; }
-  const LinkIdentity& local() const { return local_; }
-  const LinkIdentity& remote() const { return remote_; }
   bool shm() const;
+
+  // --- links. A group has slots 0..kMaxGroupLinks-1; links are added only
+  // while the group is being set up (before Engine::add_group), and a link
+  // that goes down stays in its slot, unused, until the group ends.
+  // Returns the new link's slot, or -1 when the group is full.
+  int add_link(std::unique_ptr<Link> link, uint8_t link_num, const LinkIdentity& local, const LinkIdentity& remote);
+  int link_slots() const { return slots_used_; }
+  Link* link_at(int slot) { return links_[static_cast<size_t>(slot)].link.get(); }
+  bool link_up(int slot) const { return links_[static_cast<size_t>(slot)].up.load(std::memory_order_acquire); }
+  uint8_t link_num_at(int slot) const { return links_[static_cast<size_t>(slot)].num; }
+  int slot_of_link_num(uint8_t num) const;
+  // The first link that is up (slot 0 when none is): new connections,
+  // LLC requests and CLC identities use it.
+  int primary_slot() const;
+  Link* link() { return link_at(primary_slot()); }
+  uint8_t link_num() const { return link_num_at(primary_slot()); }
+  const LinkIdentity& local() const { return links_[static_cast<size_t>(primary_slot())].local; }
+  const LinkIdentity& remote() const { return links_[static_cast<size_t>(primary_slot())].remote; }
+  // A link other than `slot` that is up and has not failed, or -1.
+  int alternate_slot(int slot) const;
+  // Links up.
+  int links_up() const;
 
   // Registry of live groups, for subsequent contacts (RFC 3.5.2): the server
   // finds its group by the client's Peer ID, the client by the link that an
   // F=0 Accept names. A found group is returned held (see release_hold).
   static void register_group(LinkGroup* g);
-  // Every live group, its link and connections, as "key=value" lines.
+  // Every live group, its links and connections, as "key=value" lines.
   static std::string describe_all();
   static LinkGroup* acquire_for_server(const clc::PeerId& client, bool shm);
   static LinkGroup* acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
@@ -71,59 +95,78 @@ class LinkGroup {
   // user (it decides, RFC 3.5.4); a client's lasts until the server deletes it.
   void remove_connection(uint32_t token);
 
-  // One LLC request/response exchange from a handshake thread (the engine
-  // delivers the reply). `attach_fd` travels with the request where the
-  // fabric can carry it (shm: the new RMB's memfd). False on timeout,
-  // negative reply or link failure.
+  // One LLC request/response exchange from a handshake thread on the primary
+  // link (the engine delivers the reply). `attach_fd` travels with the
+  // request where the fabric can carry it (shm: the new RMB's memfd). False
+  // on timeout, negative reply or link failure.
   bool llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms);
-  // RTokens the peer announced with CONFIRM RKEY (and, on shm, the RMB fd
-  // that came with it); taken by the handshake whose Accept/Confirm names it.
-  bool take_peer_rtoken(uint32_t rkey, uint64_t vaddr, int* fd);
-  // Our RMB with `rkey` is gone (its connection has ended): tell the peer
-  // with DELETE RKEY (RFC 3.5.5.2.2). Not awaited: the peer's connection has
-  // exchanged C and writes no more; the reply is only logged.
-  void announce_rmb_deleted(uint32_t rkey);
-  // The peer's first-contact RMB (named in CLC, not by CONFIRM RKEY).
-  void note_peer_rkey(uint32_t rkey);
+  // The peer's RMB that CONFIRM RKEY announced (and, on shm, the RMB fd that
+  // came with it), found by its RToken on link `slot`: taken by the
+  // handshake whose Accept/Confirm names it.
+  bool take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd);
+  // Our RMB is gone (its connection has ended): tell the peer with DELETE
+  // RKEY (RFC 3.5.5.2.2), naming it by its RKey on the primary link. Not
+  // awaited: the peer's connection has exchanged C and writes no more.
+  void announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>& rkey_by_slot);
+  // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION).
+  void note_peer_rmb(const PeerRmbTokens& tokens);
 
-  // Engine thread: one message off the link.
-  void dispatch(std::span<const uint8_t> msg);
-  // Engine thread, periodically: RFC 4.5.3 keepalive. A link idle for
-  // `interval_ms` gets a TEST LINK; no (or a wrong) reply within the LLC
+  // Engine thread: one message off the link in `slot`.
+  void dispatch(int slot, std::span<const uint8_t> msg);
+  // Engine thread, periodically: RFC 4.5.3 keepalive of one link. A link idle
+  // for `interval_ms` gets a TEST LINK; no (or a wrong) reply within the LLC
   // timeout means the link has failed. Returns false when it has.
-  bool keepalive_tick(int64_t now_ms, int64_t interval_ms);
-  // Engine thread: the link failed; abort every connection on it.
-  void on_link_failure();
+  bool keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms);
+  // Engine thread: the link in `slot` failed. Its connections move to a
+  // surviving link (RFC 4.6) and the peer is told with DELETE LINK; with no
+  // survivor every connection is reset.
+  void on_link_failure(int slot);
   // Engine thread, last connection gone: the server ends the group with
-  // DELETE LINK (all links, orderly) before the link is closed (RFC 3.5.4).
+  // DELETE LINK (all links, orderly) before the links are closed (RFC 3.5.4).
   void terminate();
+  // Every link is down.
   bool failed() const { return failed_.load(); }
 
  private:
-  void handle_llc(std::span<const uint8_t> msg);
+  struct GroupLink {
+    std::unique_ptr<Link> link;
+    uint8_t num = 0;
+    LinkIdentity local;
+    LinkIdentity remote;
+    std::atomic<bool> up{false};
+    // Keepalive state, engine thread only.
+    int64_t last_rx_ms = 0;
+    int64_t test_link_deadline_ms = 0;  // 0: no TEST LINK outstanding
+    std::array<uint8_t, 16> test_link_data{};
+    bool test_link_mismatch = false;
+  };
+  struct PeerRmb {
+    PeerRmbTokens tokens;
+    int fd = -1;  // shm: the RMB's memfd until claimed
+    bool claimed = false;
+  };
+
+  void handle_llc(int slot, std::span<const uint8_t> msg);
+  // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
+  // LINK for it on a survivor.
+  void link_down(int slot, bool notify_peer, const char* why);
   // With mu_ held: ends the group if nothing uses it and it may end.
   void maybe_retire_locked();
+  void post_llc(int slot, const std::array<uint8_t, 44>& msg);
+  void fail_all_links();
 
   Role role_;
   clc::PeerId peer_;
-  std::unique_ptr<Link> link_;
-  uint8_t link_num_;
-  LinkIdentity local_;
-  LinkIdentity remote_;
+  std::array<GroupLink, kMaxGroupLinks> links_;
+  int slots_used_ = 0;
   std::mutex mu_;
   std::map<uint32_t, Connection*> conns_;
   std::atomic<bool> failed_{false};
   bool retired_ = false;
   int users_ = 0;  // connections + handshake holds
-  std::map<std::pair<uint32_t, uint64_t>, int> peer_rtokens_;  // (rkey, vaddr) -> shm fd or -1
+  std::vector<PeerRmb> peer_rmbs_;  // announced or in use, until DELETE RKEY
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
-  std::set<uint32_t> peer_rkeys_in_use_;  // claimed by a connection, until DELETE RKEY
-
-  // Keepalive state, engine thread only.
-  int64_t last_rx_ms_ = 0;
-  int64_t test_link_deadline_ms_ = 0;  // 0: no TEST LINK outstanding
-  std::array<uint8_t, 16> test_link_data_{};
-  bool test_link_mismatch_ = false;
+  bool draining_others_ = false;  // engine thread: a failover validation is draining the other links
 
   std::mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)
   std::condition_variable exchange_cv_;

@@ -84,6 +84,10 @@ std::string format_counters() {
   put("rx_bytes", c.rx_bytes.load());
   put("cdc_sent", c.cdc_sent.load());
   put("cdc_received", c.cdc_received.load());
+  put("link_failovers", c.link_failovers.load());
+  put("conn_failovers", c.conn_failovers.load());
+  put("links_added", c.links_added.load());
+  put("add_link_rejected", c.add_link_rejected.load());
   put("llc_sent", c.llc_sent.load());
   put("llc_received", c.llc_received.load());
   put("lgr_created", c.lgr_created.load());

@@ -74,7 +74,7 @@ for _ in $(seq 100); do
 done
 log "smcr_stat:"; echo "$DIAG"
 check "smcr_stat: the link is verbs on $DEV, QP in RTS, with the GID index and traffic class" \
-  grep -q "^  link fabric=verbs device=$DEV port=1 .*gid_index=[0-9]* .*qp_state=RTS .*tclass=106 " <<<"$DIAG"
+  grep -q "^  link num=[0-9]* state=up .*fabric=verbs device=$DEV port=1 .*gid_index=[0-9]* .*qp_state=RTS .*tclass=106 " <<<"$DIAG"
 check "smcr_stat: device counters, 'not-provided' where rxe has none" grep -q "np_cnp_sent=not-provided" <<<"$DIAG"
 check "smcr_stat: the connection is ACTIVE" grep -q "^  conn .*state=ACTIVE local=$HOST:$port" <<<"$DIAG"
 kill "$spid" 2>/dev/null

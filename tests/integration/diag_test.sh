@@ -20,7 +20,7 @@ done
 log "smcr_stat --pid $SPID:"; echo "$OUT"
 check "smcr_stat reports the server process" grep -q "^process pid=$SPID comm=echo_tool" <<<"$OUT"
 check "one server link group holding the 3 connections" grep -q "^group role=server .*connections=3 .*state=up" <<<"$OUT"
-check "its link is on the shm fabric and up" grep -q "^  link fabric=shm .*state=up" <<<"$OUT"
+check "its link is on the shm fabric and up" grep -q "^  link num=1 state=up .*fabric=shm .*state=up" <<<"$OUT"
 check "3 ACTIVE connections with addresses and byte counts" \
   [ "$(grep -c "^  conn .*state=ACTIVE local=127.0.0.1:$PORT peer=127.0.0.1:[0-9]* .*tx_bytes=5 rx_bytes=5" <<<"$OUT")" = 3 ]
 check "counters line" grep -q "^counters smc_active 0 smc_passive 3 " <<<"$OUT"

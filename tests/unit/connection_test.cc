@@ -42,8 +42,8 @@ class ConnectionTest : public ::testing::Test {
     group_ = new LinkGroup(Role::kServer, {}, std::make_unique<ShmLink>(lk[0]), 1);
     ConnectionSetup s;
     s.group = group_;
-    s.rmb = ours_;
-    s.peer_rmb = peer_view;
+    s.rmbs[0] = ours_;
+    s.peer_rmbs[0] = peer_view;
     s.local_token = kLocalToken;
     s.peer_token = kPeerToken;
     s.rmbe_base = 4;

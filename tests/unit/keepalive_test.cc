@@ -38,8 +38,8 @@ struct Rig {
     auto* g = new LinkGroup(Role::kClient, {}, std::make_unique<ShmLink>(lk[0]), 1);
     ConnectionSetup s;
     s.group = g;
-    s.rmb = ours;
-    s.peer_rmb = view;
+    s.rmbs[0] = ours;
+    s.peer_rmbs[0] = view;
     s.local_token = 1;
     s.peer_token = 2;
     conn = Connection::create(s);
