@@ -20,6 +20,19 @@ namespace smcr {
 namespace {
 
 constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
+
+// Test hook for the failover tests (tests/guest/failover_test.sh):
+// SMCR_TEST_TAKE_DOWN_LINK_AFTER=<bytes> takes the link of the first
+// connection that has sent that many bytes down (its QP to the error state,
+// as a failing adapter would), once per process. Unset: never.
+uint64_t take_down_link_after() {
+  static const uint64_t n = [] {
+    const char* v = getenv("SMCR_TEST_TAKE_DOWN_LINK_AFTER");
+    return v ? strtoull(v, nullptr, 10) : 0;
+  }();
+  return n;
+}
+std::atomic<bool> g_link_taken_down{false};
 // PeerCloseWait / PeerAbortWait timer (RFC 4.8: like FIN_WAIT_2; no number given).
 constexpr int64_t kCloseTimeoutMs = 10000;
 // How long a C/A may trail the peer's TCP FIN/RST on the fabric.
@@ -503,6 +516,12 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
         aborted_ = true;
         signal_reset_locked();
         continue;
+      }
+      if (uint64_t after = take_down_link_after();
+          after && tx_bytes_ >= after && !g_link_taken_down.exchange(true)) {
+        SMCR_LOG(1, "conn %08x: SMCR_TEST_TAKE_DOWN_LINK_AFTER: taking link %u down after %llu bytes", local_token_,
+                 group_->link_num_at(slot_), static_cast<unsigned long long>(tx_bytes_));
+        link_->take_down();
       }
       if (done == want) return static_cast<ssize_t>(done);
       continue;

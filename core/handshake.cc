@@ -559,8 +559,10 @@ std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRm
   };
   if (!post_llc(first, llc::encode(req))) return give_up("cannot send ADD LINK");
   auto m = next_llc(first, timeout);
-  auto* rep = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
-  if (!rep || !rep->reply || rep->link_num != kSecondLinkNum) return give_up("no ADD LINK reply");
+  auto* got = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
+  if (!got || !got->reply || got->link_num != kSecondLinkNum) return give_up("no ADD LINK reply");
+  const llc::AddLink reply = *got;  // `m` is reused below
+  const llc::AddLink* rep = &reply;
   if (rep->rejected) {
     SMCR_LOG(1, "ADD LINK: client rejected (reason %u%s)", rep->reason_code,
              rep->reason_code == llc::AddLink::kReasonNoAlternatePath ? ": no alternate path" : "");
@@ -619,12 +621,14 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   const int timeout = handshake_config().llc_timeout_ms;
   std::array<uint8_t, 44> raw{};
   auto m = next_llc(first, timeout, &raw);
-  auto* req = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
-  if (!req || req->reply) {
+  auto* got = m ? std::get_if<llc::AddLink>(&*m) : nullptr;
+  if (!got || got->reply) {
     if (m || raw[0] != 0) *stray = raw;
     SMCR_LOG(1, "ADD LINK: none from the server: the group has one link");
     return;
   }
+  const llc::AddLink request = *got;  // `m` is reused below
+  const llc::AddLink* req = &request;
   auto reject = [&](uint8_t reason, const char* what) {
     SMCR_LOG(1, "ADD LINK: rejecting (%s)", what);
     llc::AddLink r = *req;
@@ -664,10 +668,14 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   if (!post_llc(first, llc::encode(rep))) return;
   // The server's RTokens first, then ours (RFC 3.5.5.2.3).
   m = next_llc(first, timeout);
-  auto* cont = m ? std::get_if<llc::AddLinkContinuation>(&*m) : nullptr;
+  auto* cont_got = m ? std::get_if<llc::AddLinkContinuation>(&*m) : nullptr;
+  const llc::AddLinkContinuation cont_copy = cont_got ? *cont_got : llc::AddLinkContinuation{};
+  const llc::AddLinkContinuation* cont = cont_got ? &cont_copy : nullptr;
   if (!cont || cont->reply || cont->link_num != req->link_num || cont->num_rtokens != 1 ||
       cont->pairs[0].reference_rkey != acc.rmb_rkey) {
-    SMCR_LOG(1, "ADD LINK: bad or missing ADD LINK CONTINUATION: the group keeps one link");
+    SMCR_LOG(1, "ADD LINK: bad or missing ADD LINK CONTINUATION (%s): the group keeps one link",
+             !cont ? (m ? "another message" : "none") : cont->reply ? "a reply" : cont->num_rtokens != 1 ? "RToken count"
+             : cont->link_num != req->link_num ? "link number" : "reference RKey not the Accept's");
     return;
   }
   llc::AddLinkContinuation mine;
