@@ -137,8 +137,15 @@ std::vector<uint8_t> encode(const Proposal& p) {
   w.bytes(p.peer_id);
   w.bytes(p.gid);
   w.bytes(p.mac);
-  w.be16(p.ip_area_offset);
-  w.zeros(p.ip_area_offset);
+  if (p.ece) {
+    w.be16(static_cast<uint16_t>(kEceBlockLen));
+    w.be32(kEceMagic);
+    w.be32(p.ece->vendor_id);
+    w.be32(p.ece->options);
+  } else {
+    w.be16(p.ip_area_offset);
+    w.zeros(p.ip_area_offset);
+  }
   w.be32(p.ipv4_subnet);
   w.u8(p.ipv4_prefix_len);
   w.zeros(2);
@@ -170,6 +177,11 @@ std::vector<uint8_t> encode(const AcceptConfirm& m) {
   w.be64(m.rmb_vaddr);
   w.zeros(1);
   w.be24(m.psn & 0xFFFFFF);
+  if (m.type == Type::kAccept && m.ece) {
+    w.be32(kEceMagic);
+    w.be32(m.ece->vendor_id);
+    w.be32(m.ece->options);
+  }
   return finish(w);
 }
 
@@ -207,6 +219,16 @@ std::optional<Proposal> decode_proposal(std::span<const uint8_t> bytes, DecodeEr
     has_ip_area = type_v1 != kSmcTypeN;
   }
   if (!has_ip_area) return p;
+  if (p.ip_area_offset == kEceBlockLen && bytes.size() >= kProposalFixedLen + kEceBlockLen) {
+    WireReader gap(bytes);
+    gap.seek(kProposalFixedLen);
+    if (gap.be32() == kEceMagic) {
+      Ece e;
+      e.vendor_id = gap.be32();
+      e.options = gap.be32();
+      p.ece = e;
+    }
+  }
 
   // Only the trailer may follow the IP area; it must fit before it.
   const size_t body_end = bytes.size() - kTrailerLen;
@@ -256,7 +278,9 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
   if (!header) return std::nullopt;
   // Version 1 is exactly 68 bytes; Linux v2 Accept/Confirm (160/180 bytes)
   // keep the RFC fields in bytes 8-63 and append extensions we skip.
-  if (header->version == kVersion1 && header->length != kAcceptConfirmLen) {
+  // An smcr Accept may carry the agreed ECE in 12 more bytes (see clc.h).
+  const bool ece_length = expected == Type::kAccept && header->length == kAcceptConfirmLen + kEceBlockLen;
+  if (header->version == kVersion1 && header->length != kAcceptConfirmLen && !ece_length) {
     fail(err, DecodeError::kBadLength);
     return std::nullopt;
   }
@@ -282,6 +306,16 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
   m.rmb_vaddr = r.be64();
   r.skip(1);
   m.psn = r.be24();
+  if (header->version == kVersion1 && ece_length) {
+    if (r.be32() != kEceMagic) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    Ece e;
+    e.vendor_id = r.be32();
+    e.options = r.be32();
+    m.ece = e;
+  }
   if (!r.ok()) {
     fail(err, DecodeError::kTooShort);
     return std::nullopt;

@@ -59,11 +59,26 @@ struct Ipv6Prefix {
   bool operator==(const Ipv6Prefix&) const = default;
 };
 
+// Enhanced Connection Establishment values (IBTA; struct ibv_ece) carried
+// between two smcr peers: the client's in the Proposal's architected gap
+// before the IP area (RFC A.2.2 "offset to mask/prefix area", which every
+// receiver skips), the agreed ones in an Accept extended by 12 bytes, sent
+// only to a client whose Proposal carried ECE (so only to smcr). Both
+// blocks are: be32 kEceMagic, be32 vendor_id, be32 options.
+struct Ece {
+  uint32_t vendor_id = 0;
+  uint32_t options = 0;  // 4 MSB: ECE version; 28 LSB: feature bits
+  bool operator==(const Ece&) const = default;
+};
+inline constexpr uint32_t kEceMagic = 0xC5C3C540;  // "ECE " in EBCDIC
+inline constexpr size_t kEceBlockLen = 12;
+
 struct Proposal {
   PeerId peer_id{};
   Gid gid{};
   Mac mac{};
   uint16_t ip_area_offset = 0;   // bytes skipped between offset 40 and the IP area
+  std::optional<Ece> ece;        // encoded in that gap (ip_area_offset becomes 12)
   uint32_t ipv4_subnet = 0;      // host byte order; the subnet number (address & mask)
   uint8_t ipv4_prefix_len = 0;
   std::vector<Ipv6Prefix> ipv6_prefixes;  // at most 8
@@ -89,6 +104,7 @@ struct AcceptConfirm {
   uint8_t mtu_code = 0;         // 1..5
   uint64_t rmb_vaddr = 0;
   uint32_t psn = 0;             // 24 bits
+  std::optional<Ece> ece;       // Accept only: the agreed ECE (80-byte Accept)
   bool operator==(const AcceptConfirm&) const = default;
 };
 

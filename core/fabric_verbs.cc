@@ -160,6 +160,8 @@ struct DeviceCache {
   std::vector<CachedDevice> devices;
   int64_t last_scan_ms = -1;
   std::string scan_error;
+  // What a QP on each device reported for ECE (nullopt: unsupported).
+  std::map<std::string, std::optional<VerbsEce>> ece;
 };
 
 DeviceCache& device_cache() {
@@ -456,6 +458,20 @@ std::optional<VerbsPort> verbs_alternate_port(const VerbsPort& current, const cl
   return first;
 }
 
+std::optional<VerbsEce> verbs_device_ece(const VerbsPort& port) {
+  DeviceCache& c = device_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.ece.find(port.device);
+    if (it != c.ece.end()) return it->second;
+  }
+  // ECE is queried on a QP: a short-lived one answers for the device, once.
+  std::string why;
+  auto probe = VerbsLink::create(port, &why);
+  if (!probe) return std::nullopt;
+  return probe->ece_supported() ? std::optional<VerbsEce>(probe->ece()) : std::nullopt;
+}
+
 std::optional<uint64_t> verbs_port_counter(const VerbsPort& port, const char* name) {
   std::string s;
   uint64_t v = 0;
@@ -613,6 +629,11 @@ bool VerbsLink::init(std::string* why) {
   } else {
     ece_status_ = "ECE not supported by " + dev + " (" + errstr(rc) + ")";
   }
+  {
+    DeviceCache& c = device_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.ece[dev] = ece_supported_ ? std::optional<VerbsEce>(ece_) : std::nullopt;
+  }
 
   psn_ = random_u32() & 0xFFFFFF;
   SMCR_LOG(1, "verbs: link on %s port %u gid[%d] qpn 0x%06x psn 0x%06x inline %u tclass %u; %s", dev.c_str(),
@@ -663,6 +684,7 @@ bool VerbsLink::set_ece(const VerbsEce& ece, std::string* why) {
     ece_.vendor_id = now.vendor_id;
     ece_.options = now.options;
   }
+  ece_applied_ = true;
   return true;
 }
 
@@ -1013,13 +1035,15 @@ std::string VerbsLink::describe() const {
   char buf[512];
   auto q = query_qp();
   VerbsLinkCounters c = counters();
+  char ece_text[48];
+  snprintf(ece_text, sizeof ece_text, "agreed:0x%06x/0x%08x", ece_.vendor_id, ece_.options);
   snprintf(buf, sizeof buf,
            "fabric=verbs device=%s port=%u netdev=%s gid_index=%d qpn=%u dest_qpn=%u qp_state=%s path_mtu_code=%u "
            "tclass=%u retry_cnt=%u ece=%s state=%s bytes_written=%llu writes=%llu messages_sent=%llu "
            "messages_received=%llu sq_full_waits=%llu",
            port_.device.c_str(), port_.port, port_.netdev.empty() ? "?" : port_.netdev.c_str(), port_.gid_index, qpn(),
            q ? q->dest_qpn : 0, q ? q->state : "?", q ? q->path_mtu_code : 0, q ? q->traffic_class : 0,
-           q ? q->retry_cnt : 0, ece_supported_ ? "supported" : "not-supported", failed() ? "failed" : "up",
+           q ? q->retry_cnt : 0, ece_applied_ ? ece_text : ece_supported_ ? "supported" : "not-supported", failed() ? "failed" : "up",
            static_cast<unsigned long long>(c.bytes_written), static_cast<unsigned long long>(c.writes_posted),
            static_cast<unsigned long long>(c.messages_sent), static_cast<unsigned long long>(c.messages_received),
            static_cast<unsigned long long>(c.sq_full_waits));

@@ -110,6 +110,17 @@ struct VerbsEce {
   uint32_t options = 0;
 };
 
+// ECE agreement as RDMA-CM does it: the same vendor and ECE version, and
+// only the feature bits both sides offer. Nullopt when they cannot agree.
+inline std::optional<VerbsEce> verbs_ece_agree(const VerbsEce& a, const VerbsEce& b) {
+  if (a.vendor_id != b.vendor_id || (a.options >> 28) != (b.options >> 28)) return std::nullopt;
+  return VerbsEce{a.vendor_id, (a.options & 0xF0000000u) | (a.options & b.options & 0x0FFFFFFFu)};
+}
+
+// The device's ECE values (from the first QP created on it; a short-lived
+// probe QP if none yet), nullopt where the device has no ECE (rxe).
+std::optional<VerbsEce> verbs_device_ece(const VerbsPort& port);
+
 struct VerbsLinkCounters {
   uint64_t bytes_written = 0;      // RDMA WRITE payload posted
   uint64_t writes_posted = 0;
@@ -247,6 +258,7 @@ class VerbsLink final : public Link {
   ibv_mr* ring_mr_ = nullptr;
 
   bool ece_supported_ = false;
+  bool ece_applied_ = false;  // set_ece succeeded: ece_ holds the agreed values
   VerbsEce ece_;
   std::string ece_status_;
 

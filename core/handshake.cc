@@ -239,6 +239,7 @@ struct FabricSetup {
   uint32_t qpn = 0;
   uint32_t psn = 0;
   uint8_t mtu_code = 5;
+  std::optional<clc::Ece> ece;  // agreed and applied to the link's QP
   ~FabricSetup() {
     if (peer.addr && link) link->release_remote_rmb(&peer);
     else if (peer.addr) shm_unmap_remote(&peer);
@@ -797,6 +798,15 @@ static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPor
   VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
   if (!v) return failed;
   std::string why;
+  if (acc.ece) {
+    // The server applied the agreed ECE to its QP; ours must match before RTR.
+    if (!v->set_ece(VerbsEce{acc.ece->vendor_id, acc.ece->options}, &why)) {
+      SMCR_LOG(1, "verbs: cannot apply the agreed ECE: %s", why.c_str());
+      return decline(fd, clc::decline::kOptionUnsupported, Fallback::kNoFabric, deadline);
+    }
+    SMCR_LOG(1, "verbs: ECE agreed: vendor 0x%06x options 0x%08x", acc.ece->vendor_id, acc.ece->options);
+    fs->ece = acc.ece;
+  }
   fs->mtu_code = std::min(acc.mtu_code, v->mtu_code());
   if (!v->connect(acc.gid, acc.qpn, acc.psn, fs->mtu_code, &why)) {
     SMCR_LOG(1, "verbs: %s", why.c_str());
@@ -855,6 +865,8 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
   if (port) {
     prop.gid = port->gid;
     prop.mac = port->mac;
+    // ECE travels in the Proposal's gap (see clc.h), only where the device has it.
+    if (auto ece = verbs_device_ece(*port)) prop.ece = clc::Ece{ece->vendor_id, ece->options};
   }
 #endif
   fill_ip_area(fd, &prop);
@@ -986,10 +998,27 @@ static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::Ac
 }
 
 #ifdef SMCR_HAVE_VERBS
-static std::optional<HandshakeOutcome> verbs_server_prepare(int fd, const VerbsPort& port, int64_t deadline, FabricSetup* fs) {
+static std::optional<HandshakeOutcome> verbs_server_prepare(int fd, const VerbsPort& port,
+                                                            const std::optional<clc::Ece>& client_ece, int64_t deadline,
+                                                            FabricSetup* fs) {
   std::optional<HandshakeOutcome> failed;
   VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
   if (!v) return failed;
+  // ECE (IBTA; as RDMA-CM does it): the passive side applies the
+  // intersection before RTR and returns it; without ECE on either side the
+  // link is set up without it.
+  if (client_ece && !v->ece_supported()) {
+    SMCR_LOG(1, "verbs: the client offers ECE; %s", v->ece_status().c_str());
+  } else if (client_ece) {
+    auto agreed = verbs_ece_agree(VerbsEce{client_ece->vendor_id, client_ece->options}, v->ece());
+    std::string why;
+    if (agreed && v->set_ece(*agreed, &why)) {
+      fs->ece = clc::Ece{agreed->vendor_id, agreed->options};
+      SMCR_LOG(1, "verbs: ECE agreed: vendor 0x%06x options 0x%08x", agreed->vendor_id, agreed->options);
+    } else {
+      SMCR_LOG(1, "verbs: no ECE agreement (%s)", agreed ? why.c_str() : "different vendor or version");
+    }
+  }
   fs->gid = v->gid();
   fs->mac = v->mac();
   fs->qpn = v->qpn();
@@ -1078,7 +1107,7 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
 #ifdef SMCR_HAVE_VERBS
     auto port = verbs_port_for(fd);
     if (!port) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
-    failed = verbs_server_prepare(fd, *port, deadline, &fs);
+    failed = verbs_server_prepare(fd, *port, prop->ece, deadline, &fs);
 #else
     return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
 #endif
@@ -1099,6 +1128,7 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
 
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
+  acc.ece = fs.ece;
   if (!send_all(fd, clc::encode(acc), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
   r = recv_clc(fd, deadline, &msg, &h);

@@ -189,6 +189,33 @@ TEST(ClcProposal, NonZeroIpAreaOffsetIsSkipped) {
   EXPECT_EQ(*decoded, p);
 }
 
+TEST(ClcProposal, EceTravelsInTheSkippedArea) {
+  Proposal p = digest_proposal_ipv4();
+  p.ece = Ece{0x0015b3, 0x10000003};
+  auto bytes = encode(p);
+  ASSERT_EQ(bytes.size(), 52u + kEceBlockLen);
+  EXPECT_EQ(bytes[39], kEceBlockLen) << "the RFC's offset to the IP area names the gap";
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin() + 40, bytes.begin() + 44), (std::vector<uint8_t>{0xC5, 0xC3, 0xC5, 0x40}));
+  auto decoded = decode_proposal(bytes);
+  ASSERT_TRUE(decoded);
+  ASSERT_TRUE(decoded->ece);
+  EXPECT_EQ(*decoded->ece, *p.ece);
+  // The IP area after the gap is where every RFC receiver looks for it.
+  EXPECT_EQ(decoded->ipv4_subnet, p.ipv4_subnet);
+  EXPECT_EQ(decoded->ipv4_prefix_len, p.ipv4_prefix_len);
+}
+
+TEST(ClcProposal, TwelveByteGapWithoutTheMagicIsNotEce) {
+  Proposal p = digest_proposal_ipv4();
+  p.ip_area_offset = kEceBlockLen;
+  auto bytes = encode(p);
+  for (size_t i = 40; i < 52; ++i) bytes[i] = 0x5A;
+  auto decoded = decode_proposal(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_FALSE(decoded->ece);
+  EXPECT_EQ(decoded->ipv4_subnet, p.ipv4_subnet);
+}
+
 TEST(ClcProposal, RoundTripManyPrefixes) {
   Proposal p = digest_proposal();
   for (uint8_t i = 0; i < 8; ++i) {
@@ -260,6 +287,43 @@ TEST(ClcAcceptConfirm, TwentyFourBitFieldsRoundTrip) {
   auto decoded = decode_accept_confirm(encode(m), Type::kAccept);
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, m);
+}
+
+TEST(ClcAcceptConfirm, AcceptWithEceIsEightyBytesAndRoundTrips) {
+  AcceptConfirm m = digest_accept();
+  m.ece = Ece{0x0015b3, 0x10000001};
+  auto bytes = encode(m);
+  ASSERT_EQ(bytes.size(), kAcceptConfirmLen + kEceBlockLen);
+  // The RFC fields keep their offsets.
+  auto plain = encode(digest_accept());
+  EXPECT_TRUE(std::equal(plain.begin() + 8, plain.begin() + 64, bytes.begin() + 8));
+  auto decoded = decode_accept_confirm(bytes, Type::kAccept);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, m);
+}
+
+TEST(ClcAcceptConfirm, EightyByteAcceptWithoutTheMagicIsRejected) {
+  AcceptConfirm m = digest_accept();
+  m.ece = Ece{1, 2};
+  auto bytes = encode(m);
+  bytes[64] ^= 0xFF;
+  DecodeError err;
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+}
+
+TEST(ClcAcceptConfirm, ConfirmNeverCarriesEce) {
+  AcceptConfirm c = digest_accept();
+  c.type = Type::kConfirm;
+  c.first_contact = false;
+  c.ece = Ece{1, 2};
+  EXPECT_EQ(encode(c).size(), kAcceptConfirmLen);
+  auto extended = encode(digest_accept());
+  AcceptConfirm a = digest_accept();
+  a.ece = Ece{1, 2};
+  extended = encode(a);
+  extended[4] = 0x03;  // an 80-byte Confirm is not a thing
+  EXPECT_FALSE(decode_accept_confirm(extended, Type::kConfirm));
 }
 
 TEST(ClcDecline, Digest96Encode) { EXPECT_EQ(encode(digest_decline()), kDeclineOutOfSync); }
