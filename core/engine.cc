@@ -28,7 +28,7 @@ namespace smcr {
 
 namespace {
 
-enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp, kDiag };
+enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp, kDiag, kDevice };
 
 struct Watch {
   WatchKind kind;
@@ -37,6 +37,7 @@ struct Watch {
   Connection* conn = nullptr;  // kTcp: referenced while the watch lives
   int slot = 0;                // kGroup: which of the group's links
   bool watched = true;         // kGroup: still in the epoll set
+  DeviceEventReader reader = nullptr;  // kDevice
 };
 
 // Drains one link of a group; false (and no longer watched) once it failed.
@@ -237,6 +238,7 @@ bool Engine::serve_shm_rendezvous() {
 void Engine::loop() {
   Impl* im = impl_;
   std::vector<Watch*> group_watches;
+  std::set<int> device_fds;
   int64_t last_keepalive = sys::now_ms();
   epoll_event events[64];
   for (;;) {
@@ -300,6 +302,23 @@ void Engine::loop() {
           drain_link(im->epfd, w, (events[i].events & (EPOLLHUP | EPOLLERR)) != 0);
           break;
         }
+        case WatchKind::kDevice: {
+          // A port or adapter went away: its links fail now rather than
+          // when their retries run out (RFC 4.6: connections move).
+          for (const DeviceEvent& ev : w->reader(w->fd)) {
+            if (!ev.down) continue;
+            for (Watch* gw : group_watches) {
+              if (!gw->watched || gw->group->failed() || !gw->group->link_up(gw->slot) ||
+                  !gw->group->link_at(gw->slot)->uses_port(ev.device, ev.port))
+                continue;
+              SMCR_LOG(1, "engine: %s on %s port %d: link %u down", ev.what.c_str(), ev.device.c_str(), ev.port,
+                       gw->group->link_num_at(gw->slot));
+              gw->group->link_at(gw->slot)->take_down();
+              drain_link(im->epfd, gw, true);
+            }
+          }
+          break;
+        }
       }
     }
     std::vector<LinkGroup*> adds, retires;
@@ -323,11 +342,21 @@ void Engine::loop() {
     }
     for (LinkGroup* g : adds) {
       for (int slot = 0; slot < g->link_slots(); ++slot) {
-        auto* w = new Watch{WatchKind::kGroup, g->link_at(slot)->notify_fd(), g};
+        Link* link = g->link_at(slot);
+        auto* w = new Watch{WatchKind::kGroup, link->notify_fd(), g};
         w->slot = slot;
         group_watches.push_back(w);
         epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
         epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+        // The adapter's event queue, once per adapter (never unwatched: the
+        // adapter's context lives as long as the process).
+        int dfd = link->device_event_fd();
+        if (dfd >= 0 && link->device_event_reader() && device_fds.insert(dfd).second) {
+          auto* dw = new Watch{WatchKind::kDevice, dfd};
+          dw->reader = link->device_event_reader();
+          epoll_event dev{EPOLLIN, {.ptr = dw}};
+          epoll_ctl(im->epfd, EPOLL_CTL_ADD, dfd, &dev);
+        }
       }
       // Messages may have queued before we started watching.
       for (Watch* w : group_watches)

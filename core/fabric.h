@@ -15,6 +15,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace smcr {
 
@@ -42,6 +43,15 @@ struct RemoteRmb {
   uint8_t* addr = nullptr;
   bool alias = false;  // shares `addr` with the RToken of another link: not unmapped
 };
+
+// An event of the adapter under a link (verbs: its async event queue).
+struct DeviceEvent {
+  std::string device;
+  int port = 0;        // 0: every port of the device
+  bool down = false;   // the port (or device) can no longer carry links
+  std::string what;    // for the log
+};
+using DeviceEventReader = std::vector<DeviceEvent> (*)(int fd);
 
 class Link {
  public:
@@ -97,6 +107,16 @@ class Link {
   // Takes the link down at once (QP to error, socket shut): no further
   // writes or messages leave through it.
   virtual void take_down() {}
+  // The adapter's event fd (shared by every link on the adapter), the
+  // function that reads its events without blocking, and whether this link
+  // runs over a given port; -1 / null / false where the fabric has none.
+  virtual int device_event_fd() const { return -1; }
+  virtual DeviceEventReader device_event_reader() const { return nullptr; }
+  virtual bool uses_port(const std::string& device, int port) const {
+    (void)device;
+    (void)port;
+    return false;
+  }
 };
 
 }  // namespace smcr

@@ -1,6 +1,7 @@
 #include "core/fabric_verbs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
@@ -202,6 +203,9 @@ void scan_devices_locked(DeviceCache& c, bool force) {
       SMCR_LOG(1, "verbs: cannot open %s: %s", name, strerror(errno));
       continue;
     }
+    // The engine reads port and device events from it without blocking.
+    int fl = sys::fcntl(ctx->async_fd, F_GETFL);
+    if (fl >= 0) sys::fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
     c.devices.push_back({name, ctx});
   }
   ibv_free_device_list(list);
@@ -457,6 +461,61 @@ std::optional<VerbsPort> verbs_alternate_port(const VerbsPort& current, const cl
   }
   return first;
 }
+
+namespace {
+
+// Reads a device's async events (the engine calls this when its fd is
+// readable). Port errors and fatal device errors take the port's links
+// down (RFC 4.6: their connections move to a surviving link); QP events
+// show up as error completions on that link's queues as well.
+std::vector<DeviceEvent> read_async_events(int fd) {
+  std::vector<DeviceEvent> out;
+  ibv_context* ctx = nullptr;
+  std::string name;
+  {
+    DeviceCache& c = device_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (const CachedDevice& d : c.devices)
+      if (d.ctx->async_fd == fd) {
+        ctx = d.ctx;
+        name = d.name;
+      }
+  }
+  if (!ctx) return out;
+  ibv_async_event ev;
+  while (ibv_get_async_event(ctx, &ev) == 0) {
+    DeviceEvent e;
+    e.device = name;
+    e.what = ibv_event_type_str(ev.event_type);
+    switch (ev.event_type) {
+      case IBV_EVENT_PORT_ERR:
+        e.port = ev.element.port_num;
+        e.down = true;
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        e.port = 0;
+        e.down = true;
+        break;
+      case IBV_EVENT_PORT_ACTIVE:
+      case IBV_EVENT_GID_CHANGE:
+      case IBV_EVENT_LID_CHANGE:
+        e.port = ev.element.port_num;
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&ev);
+    SMCR_LOG(1, "verbs: %s: async event %s (port %d)", name.c_str(), e.what.c_str(), e.port);
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+int VerbsLink::device_event_fd() const { return port_.context ? port_.context->async_fd : -1; }
+
+DeviceEventReader VerbsLink::device_event_reader() const { return &read_async_events; }
 
 std::optional<VerbsEce> verbs_device_ece(const VerbsPort& port) {
   DeviceCache& c = device_cache();

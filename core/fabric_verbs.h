@@ -204,6 +204,11 @@ class VerbsLink final : public Link {
   bool post_message_tracked(std::span<const uint8_t, kLinkMessageLen> msg, uint64_t* post_id) override;
   uint64_t completed_id() const override { return completed_id_.load(std::memory_order_acquire); }
   void take_down() override { fail("taken down"); }
+  int device_event_fd() const override;
+  DeviceEventReader device_event_reader() const override;
+  bool uses_port(const std::string& device, int port) const override {
+    return device == port_.device && (port == 0 || port == port_.port);
+  }
 
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".

@@ -128,4 +128,29 @@ log "$OUT"
 check "max links 1: echo intact" [ "$(field ok "$OUT")" = 1 ]
 check "max links 1: no ADD LINK exchanged" [ "$(stat_sum links_added)" = 0 -a "$(stat_sum add_link_rejected)" = 0 ]
 
+# 6. A real path failure, no test hook: rxe0's netdev goes down in the
+# middle of a stream. rxe reports IBV_EVENT_PORT_ERR; both engines take
+# their link 1 down at once and the stream finishes over link 2 (rxe1).
+# (Last: rxe0 stays down.)
+port=$(free_port); reset_stats
+bg under_smc "$ECHO_TOOL" server --host "$HOST" --port "$port" --max-conns 1
+spid=$BG_PID; wait_port "$port"
+b0=$(sent_bytes rxe1)
+bg bash -c "$(declare -f under_smc); SMCR_PRELOAD=$SMCR_PRELOAD SMC_RUN=$SMC_RUN STATS_DIR=$STATS_DIR \
+  under_smc timeout 300 $ECHO_TOOL client --host $HOST --port $port --bytes 128M > $TEST_TMP/portdown.out"
+cpid=$BG_PID
+# Down once the stream is under way (rxe0 has carried a few MiB).
+a0=$(sent_pkts rxe0)
+for _ in $(seq 300); do [ $(( $(sent_pkts rxe0) - a0 )) -gt 8192 ] && break; sleep 0.1; done
+ip link set dummy0 down
+log "dummy0 down after rxe0 sent $(( $(sent_pkts rxe0) - a0 )) packets: $(cat /sys/class/infiniband/rxe0/ports/1/state)"
+timeout 300 tail --pid="$cpid" -f /dev/null; timeout 60 tail --pid="$spid" -f /dev/null
+OUT=$(cat "$TEST_TMP/portdown.out"); b1=$(sent_bytes rxe1)
+log "$OUT"
+check "port down mid-stream: 128 MiB echo intact (SHA-256)" [ "$(field ok "$OUT")" = 1 ]
+check "port down: both sides moved to link 2 (conn_failovers=$(stat_sum conn_failovers))" \
+  [ "$(stat_sum conn_failovers)" -ge 2 ]
+check "port down: rxe1 carried the rest (>= $(( b1 - b0 )) bytes)" [ $(( b1 - b0 )) -ge $(( 16 * 1024 * 1024 )) ]
+check "port down: no connection aborted" [ "$(stat_sum aborts)" = 0 ]
+
 finish
