@@ -39,37 +39,42 @@ bool LinkGroup::shm() const { return std::strcmp(links_[0].link->fabric_name(), 
 
 int LinkGroup::add_link(std::unique_ptr<Link> link, uint8_t link_num, const LinkIdentity& local,
                         const LinkIdentity& remote) {
-  if (slots_used_ >= kMaxGroupLinks) return -1;
-  GroupLink& l = links_[static_cast<size_t>(slots_used_)];
+  // A client's group is registered while its second link is added:
+  // acquire_for_client and describe_all read the links under this lock.
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  int slot = slots_used_.load(std::memory_order_relaxed);
+  if (slot >= kMaxGroupLinks) return -1;
+  GroupLink& l = links_[static_cast<size_t>(slot)];
   l.link = std::move(link);
   l.num = link_num;
   l.local = local;
   l.remote = remote;
   l.up.store(true, std::memory_order_release);
-  return slots_used_++;
+  slots_used_.store(slot + 1, std::memory_order_release);
+  return slot;
 }
 
 int LinkGroup::slot_of_link_num(uint8_t num) const {
-  for (int i = 0; i < slots_used_; ++i)
+  for (int i = 0; i < link_slots(); ++i)
     if (links_[static_cast<size_t>(i)].num == num) return i;
   return -1;
 }
 
 int LinkGroup::primary_slot() const {
-  for (int i = 0; i < slots_used_; ++i)
+  for (int i = 0; i < link_slots(); ++i)
     if (link_up(i)) return i;
   return 0;
 }
 
 int LinkGroup::alternate_slot(int slot) const {
-  for (int i = 0; i < slots_used_; ++i)
+  for (int i = 0; i < link_slots(); ++i)
     if (i != slot && link_up(i) && !links_[static_cast<size_t>(i)].link->failed()) return i;
   return -1;
 }
 
 int LinkGroup::links_up() const {
   int n = 0;
-  for (int i = 0; i < slots_used_; ++i) n += link_up(i) ? 1 : 0;
+  for (int i = 0; i < link_slots(); ++i) n += link_up(i) ? 1 : 0;
   return n;
 }
 
@@ -118,11 +123,11 @@ std::string LinkGroup::describe_all() {
       snprintf(buf, sizeof buf,
                "group role=%s peer_id=%s links=%d links_up=%d primary_link=%u connections=%zu peer_rmbs=%zu "
                "state=%s\n",
-               g->role_ == Role::kServer ? "server" : "client", hex(g->peer_.data(), 8).c_str(), g->slots_used_,
+               g->role_ == Role::kServer ? "server" : "client", hex(g->peer_.data(), 8).c_str(), g->link_slots(),
                g->links_up(), g->link_num(), g->conns_.size(), g->peer_rmbs_.size(), g->failed_ ? "failed" : "up");
       out += buf;
     }
-    for (int i = 0; i < g->slots_used_; ++i) {
+    for (int i = 0; i < g->link_slots(); ++i) {
       const GroupLink& l = g->links_[static_cast<size_t>(i)];
       char buf[300];
       snprintf(buf, sizeof buf, "  link num=%u state=%s local_gid=%s local_qpn=%u remote_gid=%s remote_qpn=%u mtu_code=%u ",
@@ -157,7 +162,7 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
   for (LinkGroup* g : registry()) {
     if (g->role_ != Role::kClient || g->peer_ != server) continue;
     bool names_a_link = false;
-    for (int i = 0; i < g->slots_used_; ++i) {
+    for (int i = 0; i < g->link_slots(); ++i) {
       const LinkIdentity& r = g->links_[static_cast<size_t>(i)].remote;
       names_a_link |= g->link_up(i) && r.gid == gid && r.mac == mac && r.qpn == qpn;
     }
@@ -348,7 +353,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
         // 4.6). What that link delivered before it failed may still wait in
         // its queue: process it first, so the validation sees it.
         draining_others_ = true;
-        for (int i = 0; i < slots_used_; ++i)
+        for (int i = 0; i < link_slots(); ++i)
           if (i != slot) link_at(i)->drain_messages([this, i](std::span<const uint8_t> b) { dispatch(i, b); });
         draining_others_ = false;
       }
@@ -583,7 +588,7 @@ void LinkGroup::link_down(int slot, bool notify_peer, const char* why) {
 }
 
 void LinkGroup::fail_all_links() {
-  for (int i = 0; i < slots_used_; ++i)
+  for (int i = 0; i < link_slots(); ++i)
     if (links_[static_cast<size_t>(i)].up.exchange(false)) links_[static_cast<size_t>(i)].link->take_down();
   if (failed_.exchange(true)) return;
   std::vector<Connection*> victims;

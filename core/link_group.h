@@ -55,7 +55,7 @@ class LinkGroup {
   // that goes down stays in its slot, unused, until the group ends.
   // Returns the new link's slot, or -1 when the group is full.
   int add_link(std::unique_ptr<Link> link, uint8_t link_num, const LinkIdentity& local, const LinkIdentity& remote);
-  int link_slots() const { return slots_used_; }
+  int link_slots() const { return slots_used_.load(std::memory_order_acquire); }
   Link* link_at(int slot) { return links_[static_cast<size_t>(slot)].link.get(); }
   bool link_up(int slot) const { return links_[static_cast<size_t>(slot)].up.load(std::memory_order_acquire); }
   uint8_t link_num_at(int slot) const { return links_[static_cast<size_t>(slot)].num; }
@@ -158,7 +158,7 @@ class LinkGroup {
   Role role_;
   clc::PeerId peer_;
   std::array<GroupLink, kMaxGroupLinks> links_;
-  int slots_used_ = 0;
+  std::atomic<int> slots_used_{0};  // published after the slot is filled (add_link)
   std::mutex mu_;
   std::map<uint32_t, Connection*> conns_;
   std::atomic<bool> failed_{false};
