@@ -309,8 +309,7 @@ void Connection::make_writable_locked() {
 
 // ---------------------------------------------------------------- CDC out
 
-bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
-  if (link_dead_ || sent_close_ || sent_abort_ || released_) return false;
+cdc::Message Connection::next_cdc_locked(bool done, bool close, bool abort) {
   cdc::Message m;
   m.seq = ++tx_seq_;
   m.alert_token = peer_token_;
@@ -320,6 +319,12 @@ bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
   m.flags.peer_done_writing = done || sent_done_;
   m.flags.peer_conn_closed = close;
   m.flags.peer_conn_abort = abort;
+  return m;
+}
+
+bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
+  if (link_dead_ || sent_close_ || sent_abort_ || released_) return false;
+  cdc::Message m = next_cdc_locked(done, close, abort);
   if (!post_cdc_locked(m)) {
     counters().link_send_errors.fetch_add(1, std::memory_order_relaxed);
     counters().last_link_send_errno.store(errno, std::memory_order_relaxed);
@@ -806,16 +811,7 @@ bool Connection::fail_over_locked(cdc::Cursor replay_end) {
     }
   }
   // 3. The current cursors and flags, including a D, C or A already sent.
-  cdc::Message m;
-  m.seq = ++tx_seq_;
-  m.alert_token = peer_token_;
-  m.producer = tx_prod_;
-  m.consumer = rx_cons_;
-  m.flags.writer_blocked = tx_window_full_;
-  m.flags.peer_done_writing = sent_done_;
-  m.flags.peer_conn_closed = sent_close_;
-  m.flags.peer_conn_abort = sent_abort_;
-  if (!post_cdc_locked(m)) return false;
+  if (!post_cdc_locked(next_cdc_locked(sent_done_, sent_close_, sent_abort_))) return false;
   rx_cons_sent_ = rx_cons_;
   return true;
 }

@@ -146,6 +146,8 @@ class Connection {
   void reset_fields();
   void peer_lost_locked(const char* why);
   void release_resources_locked();
+  // The next CDC (a new sequence number) with the current cursors and flags.
+  cdc::Message next_cdc_locked(bool done, bool close, bool abort);
   bool send_cdc_locked(bool done, bool close, bool abort);
   void apply_close_event_locked(CloseEvent e);
   void protocol_violation_locked(const char* what);

@@ -511,6 +511,17 @@ bool post_llc(Link* link, const std::array<uint8_t, 44>& m) {
   return true;
 }
 
+// An LLC message of a type with sender MAC/GID/QPN (ADD LINK, CONFIRM LINK)
+// that names `link`.
+template <typename M>
+M naming(const VerbsLink& link) {
+  M m;
+  m.sender_mac = link.mac();
+  m.sender_gid = link.gid();
+  m.sender_qpn = link.qpn();
+  return m;
+}
+
 // The second link of a first contact (RFC 3.5.1.6, Figure 9), as it stands
 // once both sides have confirmed it.
 struct SecondLink {
@@ -538,10 +549,7 @@ std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRm
     return std::nullopt;
   }
   VerbsLink* l2 = out.link.get();
-  llc::AddLink req;
-  req.sender_mac = l2->mac();
-  req.sender_gid = l2->gid();
-  req.sender_qpn = l2->qpn();
+  auto req = naming<llc::AddLink>(*l2);
   req.link_num = kSecondLinkNum;
   req.mtu_code = l2->mtu_code();
   req.initial_psn = l2->psn();
@@ -591,10 +599,7 @@ std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRm
   out.peer.vaddr = theirs->pairs[0].new_vaddr + uint64_t{conf.rmbe_index - 1u} * peer_size;
   out.peer.size = peer_size;
   // CONFIRM LINK over the new link proves its path (RFC 3.5.1.6.3).
-  llc::ConfirmLink cl;
-  cl.sender_mac = l2->mac();
-  cl.sender_gid = l2->gid();
-  cl.sender_qpn = l2->qpn();
+  auto cl = naming<llc::ConfirmLink>(*l2);
   cl.link_num = kSecondLinkNum;
   cl.link_user_id = random_u32();
   cl.max_links = max_links();
@@ -658,11 +663,8 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   uint8_t mtu = std::min(req->mtu_code, l2->mtu_code());
   if (!l2->connect(req->sender_gid, req->sender_qpn, req->initial_psn, mtu, &why))
     return reject(llc::AddLink::kReasonNoAlternatePath, why.c_str());
-  llc::AddLink rep;
+  auto rep = naming<llc::AddLink>(*l2);
   rep.reply = true;
-  rep.sender_mac = l2->mac();
-  rep.sender_gid = l2->gid();
-  rep.sender_qpn = l2->qpn();
   rep.link_num = req->link_num;
   rep.mtu_code = l2->mtu_code();
   rep.initial_psn = l2->psn();
@@ -694,11 +696,8 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   }
   LinkIdentity local{l2->gid(), l2->mac(), l2->qpn(), l2->mtu_code()};
   LinkIdentity remote{req->sender_gid, req->sender_mac, req->sender_qpn, req->mtu_code};
-  llc::ConfirmLink reply;
+  auto reply = naming<llc::ConfirmLink>(*l2);
   reply.reply = true;
-  reply.sender_mac = l2->mac();
-  reply.sender_gid = l2->gid();
-  reply.sender_qpn = l2->qpn();
   reply.link_num = cl->link_num;
   reply.link_user_id = random_u32();
   reply.max_links = std::min(cl->max_links, max_links());
