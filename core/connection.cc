@@ -252,6 +252,12 @@ void Connection::set_timeout(bool receive, int ms) {
   (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
 }
 
+uint32_t Connection::bytes_writable() {
+  std::lock_guard<Connection> lock(*this);
+  if (aborted_ || link_dead_ || peer_lost_ || peer_closed_ || released_ || local_write_closed(state_)) return 0;
+  return tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
+}
+
 uint32_t Connection::bytes_readable() {
   std::lock_guard<Connection> lock(*this);
   if (aborted_) return 0;
@@ -371,6 +377,8 @@ void Connection::maybe_send_consumer_update_locked() {
 ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   size_t want = iov_total(iov, iovcnt);
   bool peek = flags & MSG_PEEK;
+  // As TCP: MSG_PEEK | MSG_WAITALL waits until the whole length can be seen.
+  bool peek_waitall = peek && (flags & MSG_WAITALL);
   bool waitall = (flags & MSG_WAITALL) && !peek;
   std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
@@ -393,7 +401,8 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     if (shut_rd_) return static_cast<ssize_t>(done);
     uint32_t avail = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
-    if (avail > 0) {
+    bool more_coming = !(peer_done_ || peer_closed_ || peer_lost_);
+    if (avail > 0 && !(peek_waitall && avail < want && more_coming && !dontwait)) {
       if (!rmbe_eyecatcher_ok()) {
         protocol_violation_locked("RMBE eyecatcher overwritten");
         continue;
@@ -422,7 +431,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       }
       return 0;
     }
-    if (peer_done_ || peer_closed_ || peer_lost_) return static_cast<ssize_t>(done);  // EOF
+    if (!more_coming && avail == 0) return static_cast<ssize_t>(done);  // EOF
     if (done > 0 && !waitall) return static_cast<ssize_t>(done);
     clear_readable_locked();
     if (dontwait) {

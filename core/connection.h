@@ -88,6 +88,9 @@ class Connection {
   void set_nonblocking(bool nb);
   void set_timeout(bool receive, int ms);
   uint32_t bytes_readable();
+  // Bytes a write could place in the peer's RMBE now without waiting (0 once
+  // the connection can no longer send).
+  uint32_t bytes_writable();
   uint32_t bytes_unsent() { return 0; }  // writes complete synchronously
 
   // --- engine side ---

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -66,7 +67,8 @@ F resolve(const char* name) {
 #define SMCR_INTERPOSED(X)                                                                     \
   X(socket) X(connect) X(listen) X(accept4) X(close) X(shutdown) X(read) X(write) X(readv)      \
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
-  X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3)
+  X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
+  X(recvmmsg) X(sendmmsg)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -547,6 +549,161 @@ int dup3(int oldfd, int newfd, int flags) {
     fd_table().set_kind(rc, fd_table().kind(oldfd));
   }
   return rc;
+}
+
+// --- glibc _FORTIFY_SOURCE entry points. A fortified program calls these
+// instead of read/recv/recvfrom when the buffer size is known at compile
+// time (Debian builds its packages that way); glibc's own versions go
+// straight to the system call, past this shim. Same check, then the
+// interposed call.
+extern void __chk_fail(void) __attribute__((__noreturn__));
+
+ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
+  if (n > buflen) __chk_fail();
+  return read(fd, buf, n);
+}
+
+ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+  if (n > buflen) __chk_fail();
+  return recv(fd, buf, n, flags);
+}
+
+ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* addr,
+                       socklen_t* alen) {
+  if (n > buflen) __chk_fail();
+  return recvfrom(fd, buf, n, flags, addr, alen);
+}
+
+// --- Zero-copy calls. The kernel would move the bytes into the readiness
+// socket that sits at an SMC-R fd number, so they are done here by copying:
+// never more is taken from the source than the connection accepts, so
+// nothing is lost when a non-blocking send stops short.
+namespace {
+constexpr size_t kCopyChunk = 32 * 1024;
+}
+
+ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
+  REAL(sendfile);
+  ConnRef in(in_fd);
+  if (in) {  // as for TCP: a socket cannot be sendfile's source
+    errno = EINVAL;
+    return -1;
+  }
+  ConnRef c(out_fd);
+  if (!c) return real_sendfile(out_fd, in_fd, offset, count);
+  char buf[kCopyChunk];
+  size_t done = 0;
+  off_t pos = offset ? *offset : 0;
+  while (done < count) {
+    size_t want = std::min(count - done, sizeof buf);
+    // A non-blocking socket takes what fits now; read no more than that.
+    if (uint32_t room = c->bytes_writable(); room > 0) want = std::min<size_t>(want, room);
+    ssize_t n = offset ? ::pread(in_fd, buf, want, pos) : smcr::sys::read(in_fd, buf, want);
+    if (n <= 0) {
+      if (n < 0 && done == 0) return -1;
+      break;
+    }
+    ssize_t s = smc_send(c.c, buf, static_cast<size_t>(n), 0);
+    size_t sent = s > 0 ? static_cast<size_t>(s) : 0;
+    // Bytes read but not sent go back to the file position.
+    if (sent < static_cast<size_t>(n) && !offset) ::lseek(in_fd, -static_cast<off_t>(static_cast<size_t>(n) - sent), SEEK_CUR);
+    done += sent;
+    pos += static_cast<off_t>(sent);
+    if (s < 0) {
+      if (done == 0) return -1;
+      break;
+    }
+    if (sent < static_cast<size_t>(n)) break;
+  }
+  if (offset) *offset = pos;
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
+  static_assert(sizeof(off_t) == sizeof(off64_t), "64-bit off_t");
+  return sendfile(out_fd, in_fd, reinterpret_cast<off_t*>(offset), count);
+}
+
+ssize_t splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t len, unsigned int flags) {
+  REAL(splice);
+  ConnRef in(fd_in), out(fd_out);
+  if (!in && !out) return real_splice(fd_in, off_in, fd_out, off_out, len, flags);
+  if (in && out) {  // one end must be a pipe
+    errno = EINVAL;
+    return -1;
+  }
+  // As the kernel: an offset on the pipe side is ESPIPE, on the socket EINVAL.
+  if ((in && off_out) || (out && off_in)) {
+    errno = ESPIPE;
+    return -1;
+  }
+  if ((in && off_in) || (out && off_out)) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (len == 0) return 0;
+  char buf[kCopyChunk];
+  size_t want = std::min(len, sizeof buf);
+  int pipe_flags = smcr::sys::fcntl(out ? fd_in : fd_out, F_GETFL);
+  if (pipe_flags < 0) return -1;
+  if (flags & SPLICE_F_NONBLOCK) smcr::sys::fcntl(out ? fd_in : fd_out, F_SETFL, pipe_flags | O_NONBLOCK);
+  ssize_t result;
+  if (out) {
+    // pipe -> SMC-R: take from the pipe only what the connection accepts
+    // now (a blocking one waits for room first, as the kernel would).
+    if (uint32_t room = out->bytes_writable(); room > 0) want = std::min<size_t>(want, room);
+    ssize_t n = smcr::sys::read(fd_in, buf, want);
+    result = n <= 0 ? n : smc_send(out.c, buf, static_cast<size_t>(n), 0);
+  } else {
+    // SMC-R -> pipe: look, move what the pipe takes, consume only that.
+    ssize_t n = smc_recv(in.c, buf, want, MSG_PEEK);
+    result = n;
+    if (n > 0) {
+      ssize_t w = smcr::sys::write(fd_out, buf, static_cast<size_t>(n));
+      result = w;
+      if (w > 0) smc_recv(in.c, buf, static_cast<size_t>(w), MSG_DONTWAIT);
+    }
+  }
+  int saved = errno;
+  if (flags & SPLICE_F_NONBLOCK) smcr::sys::fcntl(out ? fd_in : fd_out, F_SETFL, pipe_flags);
+  errno = saved;
+  return result;
+}
+
+int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
+  REAL(recvmmsg);
+  ConnRef c(fd);
+  if (!c) return real_recvmmsg(fd, msgs, vlen, flags, timeout);
+  // A stream socket fills one message after the other, as the kernel does
+  // for TCP (the timeout is checked only between messages there too).
+  unsigned int got = 0;
+  for (; got < vlen; ++got) {
+    int f = flags & ~MSG_WAITFORONE;
+    if (got > 0 && (flags & MSG_WAITFORONE)) f |= MSG_DONTWAIT;
+    ssize_t r = recvmsg(fd, &msgs[got].msg_hdr, f);
+    if (r < 0) {
+      if (got == 0) return -1;
+      break;
+    }
+    msgs[got].msg_len = static_cast<unsigned int>(r);
+  }
+  return static_cast<int>(got);
+}
+
+int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
+  REAL(sendmmsg);
+  ConnRef c(fd);
+  if (!c) return real_sendmmsg(fd, msgs, vlen, flags);
+  unsigned int sent = 0;
+  for (; sent < vlen; ++sent) {
+    ssize_t r = sendmsg(fd, &msgs[sent].msg_hdr, flags);
+    if (r < 0) {
+      if (sent == 0) return -1;
+      break;
+    }
+    msgs[sent].msg_len = static_cast<unsigned int>(r);
+  }
+  return static_cast<int>(sent);
 }
 
 int dup2(int oldfd, int newfd) {

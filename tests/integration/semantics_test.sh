@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Socket calls beyond read/write on SMC-R fds, each compared with plain TCP:
+# glibc's fortified __read_chk/__recv_chk/__recvfrom_chk, sendfile, splice,
+# sendmmsg/recvmmsg, MSG_PEEK|MSG_WAITALL, MSG_WAITALL, FIONREAD.
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+TOOL="$SMCR_BUILD_DIR/tests/integration/semantics_tool"
+
+# The instrument: the tool really calls the fortified entry points.
+for sym in __read_chk __recv_chk __recvfrom_chk sendfile splice sendmmsg recvmmsg; do
+  check "semantics_tool calls $sym" bash -c "nm -D '$TOOL' | grep -qw '$sym'"
+done
+
+run_case() {  # run_case plain|smc -> OUT
+  local wrap=under_smc
+  [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap "$ECHO_TOOL" server --port "$port" --max-conns 1
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; return 1; }
+  OUT=$($wrap timeout 120 "$TOOL" --port "$port")
+  local rc=$?
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1: $(echo "$OUT" | tr '\n' ' ') (rc=$rc)"
+}
+
+run_case plain
+PLAIN=$OUT
+check "over plain TCP every case passes" [ "$(field fails "$PLAIN")" = 0 ]
+check "the plain run's payload went over TCP" [ "$(field tcp_bytes_received "$PLAIN")" -gt 1000000 ]
+
+run_case smc
+for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$PLAIN"); do
+  check "SMC-R: $name" grep -q "^case=$name ok=1" <<<"$OUT"
+done
+check "SMC-R: both ends were SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+check "SMC-R: TCP carried only the handshake" [ "$(field tcp_bytes_received "$OUT")" -lt 200 ]
+finish
