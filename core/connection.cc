@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/engine.h"
+#include "core/env.h"
 #include "core/link_group.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -27,7 +28,7 @@ constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
 // as a failing adapter would), once per process. Unset: never.
 uint64_t take_down_link_after() {
   static const uint64_t n = [] {
-    const char* v = getenv("SMCR_TEST_TAKE_DOWN_LINK_AFTER");
+    const char* v = env("SMCR_TEST_TAKE_DOWN_LINK_AFTER");
     return v ? strtoull(v, nullptr, 10) : 0;
   }();
   return n;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/connection.h"
+#include "core/env.h"
 #include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/log.h"
@@ -82,13 +83,13 @@ void Engine::start() {
   // abandoned (not freed: other threads' locks may have been held at fork).
   impl_ = new Impl();
   impl_->pid = getpid();
-  impl_->epfd = epoll_create1(EPOLL_CLOEXEC);
-  impl_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  impl_->epfd = sys::hide_fd(epoll_create1(EPOLL_CLOEXEC));
+  impl_->wake_fd = sys::hide_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
   epoll_event ev{EPOLLIN, {.ptr = w}};
   epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
   // Diagnostics (tools/smcr_stat): an abstract socket named after our pid.
-  int diag = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int diag = sys::hide_fd(sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(getpid()));
@@ -130,7 +131,7 @@ namespace {
 // default 30 s; 0 disables), checked a few times per interval.
 int64_t keepalive_interval_ms() {
   static const int64_t ms = [] {
-    const char* v = getenv("SMCR_KEEPALIVE_MS");
+    const char* v = env("SMCR_KEEPALIVE_MS");
     long x = v ? strtol(v, nullptr, 10) : 30000;
     return static_cast<int64_t>(x <= 0 ? INT32_MAX : std::max(x, 200L));
   }();

@@ -325,7 +325,7 @@ bool ShmLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
 std::unique_ptr<ShmLink> shm_connect(const clc::Gid& server_gid, const ShmHello& h, int client_rmb_fd,
                                      int64_t deadline_ms, int* server_rmb_fd) {
   *server_rmb_fd = -1;
-  int fd = sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (fd < 0) return nullptr;
   socklen_t len;
   sockaddr_un a = abstract_address(server_gid, &len);
@@ -372,7 +372,7 @@ ShmRendezvous& ShmRendezvous::instance() {
 int ShmRendezvous::listener_fd() {
   std::lock_guard<std::mutex> lock(mu_);
   if (listen_fd_ >= 0) return listen_fd_;
-  int fd = sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return -1;
   socklen_t len;
   sockaddr_un a = abstract_address(shm_identity().gid, &len);
@@ -420,7 +420,7 @@ bool ShmRendezvous::wait_arrival(uint32_t qpn, int64_t deadline_ms, Pending* out
 
 void ShmRendezvous::on_listener_readable(const std::function<void(int)>& watch_fd) {
   for (;;) {
-    int fd = sys::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = sys::hide_fd(sys::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd < 0) return;
     watch_fd(fd);
   }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "core/sys.h"
 
@@ -105,7 +106,7 @@ bool gid_for_address(const sockaddr* sa, clc::Gid* gid) {
 }
 
 std::optional<long> env_long(const char* name, long lo, long hi) {
-  const char* v = getenv(name);
+  const char* v = env(name);
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
   errno = 0;
@@ -332,7 +333,7 @@ std::optional<VerbsPort> verbs_port_for_local_address(const sockaddr* local, std
     set_why(why, "local address is not IPv4/IPv6");
     return std::nullopt;
   }
-  const char* only_dev = getenv("SMCR_IB_DEVICE");
+  const char* only_dev = env("SMCR_IB_DEVICE");
   if (only_dev && !*only_dev) only_dev = nullptr;
   std::optional<long> env_index = env_long("SMCR_GID_INDEX", 0, 65535);
 
@@ -429,7 +430,7 @@ uint32_t ipv4_netmask_of(uint32_t addr) {
 }  // namespace
 
 std::optional<VerbsPort> verbs_alternate_port(const VerbsPort& current, const clc::Gid* near) {
-  const char* only_dev = getenv("SMCR_IB_DEVICE");
+  const char* only_dev = env("SMCR_IB_DEVICE");
   if (only_dev && *only_dev) return std::nullopt;  // the operator pinned one device
   DeviceCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mu);

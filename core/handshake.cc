@@ -16,6 +16,7 @@
 #include "core/clc.h"
 #include "core/connection.h"
 #include "core/engine.h"
+#include "core/env.h"
 #include "core/fabric_shm.h"
 #ifdef SMCR_HAVE_VERBS
 #include "core/fabric_verbs.h"
@@ -258,7 +259,7 @@ enum class FabricPreference { kAuto, kShm, kVerbs };
 // one host, as the guest tests do).
 FabricPreference fabric_preference() {
   static const FabricPreference pref = [] {
-    const char* v = getenv("SMCR_FABRIC");
+    const char* v = env("SMCR_FABRIC");
     if (!v || !*v || strcmp(v, "auto") == 0) return FabricPreference::kAuto;
     if (strcmp(v, "shm") == 0) return FabricPreference::kShm;
     if (strcmp(v, "verbs") == 0) return FabricPreference::kVerbs;
@@ -487,7 +488,7 @@ constexpr uint8_t kSecondLinkNum = 2;
 // SMCR_MAX_LINKS=1 keeps groups to one link (no ADD LINK); default 2.
 uint8_t max_links() {
   static const uint8_t n = [] {
-    const char* v = getenv("SMCR_MAX_LINKS");
+    const char* v = env("SMCR_MAX_LINKS");
     return static_cast<uint8_t>(v && strcmp(v, "1") == 0 ? 1 : kMaxGroupLinks);
   }();
   return n;
@@ -719,12 +720,12 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
 const HandshakeConfig& handshake_config() {
   static const HandshakeConfig cfg = [] {
     HandshakeConfig c;
-    if (const char* v = getenv("SMCR_CLC_TIMEOUT_MS")) {
+    if (const char* v = env("SMCR_CLC_TIMEOUT_MS")) {
       long ms = strtol(v, nullptr, 10);
       if (ms >= 10 && ms <= 600000) c.timeout_ms = static_cast<int>(ms);
       else SMCR_LOG(1, "SMCR_CLC_TIMEOUT_MS=%s ignored (10..600000)", v);
     }
-    if (const char* v = getenv("SMCR_RMB_SIZE")) {
+    if (const char* v = env("SMCR_RMB_SIZE")) {
       char* end = nullptr;
       unsigned long b = strtoul(v, &end, 10);
       if (end && (*end == 'k' || *end == 'K')) b *= 1024;

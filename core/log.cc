@@ -1,5 +1,9 @@
 #include "core/log.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -9,9 +13,24 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/sys.h"
 
 namespace smcr {
+
+int sys::hide_fd(int fd) {
+  static const int base = [] {
+    rlimit64 r{};
+    if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r) != 0) return 0;
+    // Below 2048 there is no upper half worth keeping apart.
+    return r.rlim_cur >= 2048 ? static_cast<int>(std::min<rlim64_t>(r.rlim_cur / 2, 1 << 20)) : 0;
+  }();
+  if (fd < 0 || base == 0 || fd >= base) return fd;
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+  if (high < 0) return fd;
+  close(fd);
+  return high;
+}
 
 int64_t sys::now_ms() {
   struct timespec ts;
@@ -21,7 +40,7 @@ int64_t sys::now_ms() {
 
 int log_level() {
   static const int level = [] {
-    const char* v = getenv("SMCR_DEBUG");
+    const char* v = env("SMCR_DEBUG");
     return v ? atoi(v) : 0;
   }();
   return level;
@@ -100,7 +119,7 @@ std::string format_counters() {
 }
 
 void write_stats_file() {
-  const char* dir = getenv("SMCR_STATS_DIR");
+  const char* dir = env("SMCR_STATS_DIR");
   if (!dir || !*dir) return;
   Counters& c = counters();
   uint64_t activity = c.smc_active + c.smc_passive;

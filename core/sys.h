@@ -54,4 +54,12 @@ inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::sys
 // Monotonic milliseconds, for handshake deadlines.
 int64_t now_ms();
 
+// The shim's own descriptors (the TCP socket behind an SMC-R fd, readiness
+// socket ends, links, the engine's epoll) live in the upper half of
+// RLIMIT_NOFILE, so the numbers the application gets are the ones it would
+// get with TCP: programs that size tables by their connection count (wrk)
+// or select() keep working. Moves `fd` there (close-on-exec) when there is
+// room and returns the number to use; otherwise returns `fd` unchanged.
+int hide_fd(int fd);
+
 }  // namespace smcr::sys

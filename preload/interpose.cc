@@ -28,6 +28,7 @@
 #include "bpf/option.h"
 #include "core/connection.h"
 #include "core/engine.h"
+#include "core/env.h"
 #include "core/handshake.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -91,6 +92,7 @@ F real_function(std::atomic<F>& slot, const char* name) {
 }
 
 __attribute__((constructor(101))) void resolve_all() {
+  smcr::snapshot_env();  // before the program can clear its environment
 #define SMCR_RESOLVE(name) real_function(g_real.name, #name);
   SMCR_INTERPOSED(SMCR_RESOLVE)
 #undef SMCR_RESOLVE
@@ -100,7 +102,7 @@ __attribute__((constructor(101))) void resolve_all() {
 
 bool enabled() {
   static const bool on = [] {
-    const char* v = getenv("SMCR_ENABLE");
+    const char* v = smcr::env("SMCR_ENABLE");
     return !(v && strcmp(v, "0") == 0);
   }();
   return on;
@@ -134,9 +136,9 @@ Reserved reserve(int fd) {
   Reserved r;
   int sv[2];
   if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return r;
-  r.app_end = sv[0];
-  r.engine_end = sv[1];
-  r.tcp = smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  r.app_end = smcr::sys::hide_fd(sv[0]);
+  r.engine_end = smcr::sys::hide_fd(sv[1]);
+  r.tcp = smcr::sys::hide_fd(smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (r.tcp < 0) r.release();
   return r;
 }

@@ -13,6 +13,7 @@ PKGS=(
   libibverbs-dev librdmacm-dev libabsl-dev
   libgtest-dev googletest
   redis-server redis-tools sockperf
+  nginx-light curl wrk iperf3
   python3 iproute2 procps
 )
 
@@ -51,6 +52,15 @@ if ((${#missing[@]})); then
     exit 1
   fi
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # apt starts nginx as a service on install: it would hold port 80.
+  if installed nginx-light; then
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      "${SUDO[@]}" systemctl stop nginx >/dev/null 2>&1 || true
+      "${SUDO[@]}" systemctl disable nginx >/dev/null 2>&1 || true
+    elif command -v service >/dev/null 2>&1; then
+      "${SUDO[@]}" service nginx stop >/dev/null 2>&1 || true
+    fi
+  fi
   # apt starts redis-server as a service on install: it would hold port 6379.
   if installed redis-server; then
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
