@@ -1,5 +1,7 @@
 #include "core/connection.h"
 
+#include <pthread.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,6 +36,9 @@ uint64_t take_down_link_after() {
   return n;
 }
 std::atomic<bool> g_link_taken_down{false};
+
+std::atomic<uint64_t> g_generation{0};
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, [] { g_generation.fetch_add(1); });
 // PeerCloseWait / PeerAbortWait timer (RFC 4.8: like FIN_WAIT_2; no number given).
 constexpr int64_t kCloseTimeoutMs = 10000;
 // How long a C/A may trail the peer's TCP FIN/RST on the fabric.
@@ -126,7 +131,7 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->peer_token_ = s.peer_token;
   c->tcp_fd_ = s.tcp_fd;
   c->active_ = s.active;
-  c->owner_pid_ = getpid();
+  c->owner_generation_ = process_generation();
   c->rx_prod_ = c->rx_cons_ = c->rx_cons_sent_ = c->rx_space_.initial();
   c->tx_prod_ = c->tx_cons_peer_ = c->tx_space_.initial();
   if (s.rmbe_base == 4) std::memcpy(c->rmb_.addr, kRmbeEyecatcher, 4);
@@ -191,9 +196,19 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   if (aborted_ || peer_lost_) signal_reset_locked();
 }
 
+uint64_t process_generation() { return g_generation.load(std::memory_order_relaxed); }
+
+bool Connection::foreign() const { return owner_generation_ != process_generation(); }
+
+void Connection::forget_in_child() {
+  // Only this process's descriptors: the parent's connection is untouched.
+  for (int fd : {app_fd_, engine_end_, tcp_fd_})
+    if (fd >= 0) sys::close(fd);
+}
+
 void Connection::process_exit() {
   std::lock_guard<Connection> lock(*this);
-  if (app_closed_ || released_ || owner_pid_ != getpid()) return;
+  if (app_closed_ || released_ || foreign()) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
@@ -375,7 +390,16 @@ void Connection::maybe_send_consumer_update_locked() {
 
 // ---------------------------------------------------------------- receive
 
+namespace {
+ssize_t refuse_foreign(uint32_t token) {
+  SMCR_LOG(1, "conn %08x: belongs to the parent process (fork); this process cannot use it", token);
+  errno = EOPNOTSUPP;
+  return -1;
+}
+}  // namespace
+
 ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
+  if (foreign()) return refuse_foreign(local_token_);
   size_t want = iov_total(iov, iovcnt);
   bool peek = flags & MSG_PEEK;
   // As TCP: MSG_PEEK | MSG_WAITALL waits until the whole length can be seen.
@@ -462,6 +486,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
 // ---------------------------------------------------------------- send
 
 ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
+  if (foreign()) return refuse_foreign(local_token_);
   size_t want = iov_total(iov, iovcnt);
   std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
@@ -565,6 +590,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
 // ---------------------------------------------------------------- close
 
 int Connection::shutdown(int how) {
+  if (foreign()) return static_cast<int>(refuse_foreign(local_token_));
   std::lock_guard<Connection> lock(*this);
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
     errno = EINVAL;

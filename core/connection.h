@@ -33,6 +33,10 @@ namespace smcr {
 
 class LinkGroup;
 
+// Increases in a forked child (pthread_atfork): "is this the process that
+// made it?" without a getpid() system call on the data path.
+uint64_t process_generation();
+
 struct ConnectionSetup {
   LinkGroup* group = nullptr;   // takes one group reference
   // Our RMB (RMBE index 1 at offset 0) as registered with each link of the
@@ -74,6 +78,14 @@ class Connection {
   // The process is exiting with the connection open: close it the way the
   // kernel closes a TCP socket at exit (C, or A if unread data remains).
   void process_exit();
+
+  // fork(): a connection belongs to the process that made it. In a forked
+  // child it is "foreign": data calls fail with EOPNOTSUPP (the engine and
+  // the connection's state stay with the parent), and closing it closes only
+  // the child's descriptors (forget_in_child), as closing one reference to a
+  // TCP socket would. See docs/ARCHITECTURE.md.
+  bool foreign() const;
+  void forget_in_child();
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -165,7 +177,7 @@ class Connection {
 
   std::atomic<int> refs_{0};
   std::atomic<int> user_fds_{1};
-  pid_t owner_pid_ = 0;            // a forked child must not close its parent's connections
+  uint64_t owner_generation_ = 0;  // process_generation() of the process that made it
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;

@@ -371,7 +371,14 @@ ShmRendezvous& ShmRendezvous::instance() {
 
 int ShmRendezvous::listener_fd() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (listen_fd_ >= 0 && owner_pid_ != getpid()) {
+    // Inherited over fork: that socket is bound to the parent's GID.
+    sys::close(listen_fd_);
+    listen_fd_ = -1;
+    pending_.clear();
+  }
   if (listen_fd_ >= 0) return listen_fd_;
+  owner_pid_ = getpid();
   int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return -1;
   socklen_t len;

@@ -122,6 +122,7 @@ class ShmRendezvous {
   std::mutex mu_;
   std::condition_variable cv_;
   int listen_fd_ = -1;
+  pid_t owner_pid_ = 0;
   std::map<uint32_t, Pending> pending_;
 };
 

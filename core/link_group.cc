@@ -31,7 +31,7 @@ constexpr size_t kMaxPeerRmbs = 255;
 
 LinkGroup::LinkGroup(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
                      const LinkIdentity& local, const LinkIdentity& remote)
-    : role_(role), peer_(peer) {
+    : role_(role), peer_(peer), owner_generation_(process_generation()) {
   add_link(std::move(link), link_num, local, remote);
 }
 
@@ -107,7 +107,7 @@ std::string LinkGroup::describe_all() {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     for (LinkGroup* g : registry()) {
       std::lock_guard<std::mutex> glock(g->mu_);
-      if (g->retired_) continue;
+      if (g->retired_ || g->owner_generation_ != process_generation()) continue;
       ++g->users_;
       groups.push_back(g);
     }
@@ -147,7 +147,9 @@ std::string LinkGroup::describe_all() {
 LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm) continue;
+    if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm ||
+        g->owner_generation_ != process_generation())
+      continue;
     std::lock_guard<std::mutex> glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
     ++g->users_;
@@ -160,7 +162,7 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
                                          uint32_t qpn) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (g->role_ != Role::kClient || g->peer_ != server) continue;
+    if (g->role_ != Role::kClient || g->peer_ != server || g->owner_generation_ != process_generation()) continue;
     bool names_a_link = false;
     for (int i = 0; i < g->link_slots(); ++i) {
       const LinkIdentity& r = g->links_[static_cast<size_t>(i)].remote;

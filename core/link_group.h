@@ -157,6 +157,7 @@ class LinkGroup {
 
   Role role_;
   clc::PeerId peer_;
+  uint64_t owner_generation_;  // a forked child never uses its parent's groups
   std::array<GroupLink, kMaxGroupLinks> links_;
   std::atomic<int> slots_used_{0};  // published after the slot is filled (add_link)
   std::mutex mu_;

@@ -1,8 +1,10 @@
 #include "core/log.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <new>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -76,7 +78,12 @@ const char* fallback_name(Fallback f) {
 }
 
 Counters& counters() {
-  static Counters* c = new Counters();  // never destroyed: read at exit
+  static Counters* c = [] {
+    // A forked child counts its own connections from zero (its stats file
+    // must not repeat the parent's).
+    pthread_atfork(nullptr, nullptr, [] { new (&counters()) Counters(); });
+    return new Counters();  // never destroyed: read at exit
+  }();
   return *c;
 }
 

@@ -222,6 +222,12 @@ ssize_t smc_send(Connection* c, const void* buf, size_t len, int flags) {
 
 void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
   real_close(fd);
+  if (c->foreign()) {
+    // A forked child closing what it inherited: the parent's connection
+    // lives on (see Connection::foreign).
+    if (c->drop_user_fd()) c->forget_in_child();
+    return;
+  }
   if (c->drop_user_fd()) c->app_close(false);
   else c->unref();
 }

@@ -88,6 +88,33 @@ check "smc redis-cli fallback_total == 0" eq "$(stat_in "$CLI_STATS" fallback_to
 check "smc redis-cli moved >= 2 MiB over the fabric (tx+rx)" \
   ge "$(( $(stat_in "$CLI_STATS" tx_bytes) + $(stat_in "$CLI_STATS" rx_bytes) ))" 2097152
 
+# --- 4. BGSAVE while SMC-R clients are connected -----------------------------
+# redis forks a child that writes the dataset and exits; the parent's SMC-R
+# connections must carry on untouched (the child never uses them).
+BG_STATS="$STATS_DIR/bgsave"; mkdir -p "$BG_STATS"
+timeout 180 env SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$BG_STATS" \
+  redis-benchmark -h 127.0.0.1 -p "$PORT" -c 10 -n 60000 -t set,get -d 256 -q \
+  >"$TEST_TMP/bgbench.out" 2>"$TEST_TMP/bgbench.err" &
+bgbench=$!
+saves=0
+for _ in 1 2 3; do
+  sleep 0.3
+  plain_cli bgsave >/dev/null 2>&1 || continue
+  for _ in $(seq 100); do
+    plain_cli info persistence | tr -d '\r' | grep -q '^rdb_bgsave_in_progress:0' && break
+    sleep 0.1
+  done
+  plain_cli info persistence | tr -d '\r' | grep -q '^rdb_last_bgsave_status:ok' && saves=$((saves + 1))
+done
+bgrc=0; wait "$bgbench" || bgrc=$?
+log "BGSAVE under load: $saves saves; benchmark: $(tr '\r' '\n' <"$TEST_TMP/bgbench.out" | grep -a 'requests per second' | tr '\n' ' ')"
+check "three BGSAVEs (fork) succeeded while the benchmark ran ($saves)" eq "$saves" 3
+check "the benchmark across the BGSAVEs exits 0 (rc=$bgrc)" eq "$bgrc" 0
+check "its connections were SMC-R, none aborted" \
+  bash -c '[ "$0" -ge 10 ] && [ "$1" = 0 ]' "$(stat_in "$BG_STATS" smc_active)" "$(stat_in "$BG_STATS" aborts)"
+check "the BGSAVE children wrote their own stats with nothing of the parent's" \
+  bash -c '! grep -l "^smc_passive [1-9]" "$0"/smcr-*.txt | grep -v "smcr-$1.txt"' "$SRV_STATS" "$SRV_PID"
+
 # --- server: clean shutdown writes its stats --------------------------------
 plain_cli shutdown nosave >/dev/null 2>&1 || true
 i=0; while kill -0 "$SRV_PID" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done

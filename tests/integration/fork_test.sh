@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# fork() with live SMC-R connections (README "fork and exec"): a connection
+# belongs to the process that made it.
+#  - a child that only closes what it inherited and exits (a BGSAVE-style
+#    child, or one about to exec) leaves the parent's connection intact;
+#  - a child's read/write on an inherited SMC-R fd fails with EOPNOTSUPP
+#    instead of corrupting the parent's stream;
+#  - a child makes SMC-R connections of its own (new engine, new groups);
+#  - the parent's stream stays intact throughout (compared byte for byte).
+# The same script over plain TCP is the positive control for the data checks.
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+
+SCRIPT='
+import errno, os, socket, sys
+host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def echo(s, n, seed):
+    data = bytes((i * 131 + seed) & 255 for i in range(65536))
+    for _ in range(n):
+        s.sendall(data)
+        got = b""
+        while len(got) < len(data):
+            b = s.recv(len(data) - len(got))
+            if not b: raise SystemExit("EOF")
+            got += b
+        if got != data: raise SystemExit("data differs")
+s = socket.create_connection((host, port))
+echo(s, 16, 1)
+pid = os.fork()
+if pid == 0:
+    result = "child_io=tcp"
+    if mode == "smc":
+        try:
+            s.send(b"x")
+            result = "child_io=allowed"
+        except OSError as e:
+            result = "child_io=" + ("eopnotsupp" if e.errno == errno.EOPNOTSUPP else errno.errorcode.get(e.errno, str(e.errno)))
+    own = socket.create_connection((host, port))
+    echo(own, 8, 2)
+    own.close()
+    s.close()
+    print(result, "child_own_conn=ok", flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+echo(s, 16, 3)
+s.close()
+print("parent_after_child=ok child_status=%d" % status, flush=True)
+'
+
+run() {  # run plain|smc -> OUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap "$ECHO_TOOL" server --port "$port" --max-conns 2
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; return 1; }
+  OUT=$($wrap timeout 120 python3 -c "$SCRIPT" 127.0.0.1 "$port" "$1" 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1: $(tr '\n' ' ' <<<"$OUT")"
+}
+
+run plain
+check "plain TCP: parent and child streams intact" \
+  bash -c 'grep -q "child_own_conn=ok" <<<"$0" && grep -q "parent_after_child=ok child_status=0" <<<"$0"' "$OUT"
+
+run smc
+check "SMC-R: the child's own new connection works" grep -q "child_own_conn=ok" <<<"$OUT"
+check "SMC-R: the child's I/O on the parent's connection fails with EOPNOTSUPP" grep -q "child_io=eopnotsupp" <<<"$OUT"
+check "SMC-R: the parent's stream is intact after the child closed its copy and exited" \
+  grep -q "parent_after_child=ok child_status=0" <<<"$OUT"
+check "SMC-R: all three connections were SMC-R (parent's, child's, and the server side)" \
+  [ "$(stat_sum smc_active)" = 2 -a "$(stat_sum smc_passive)" = 2 ]
+check "SMC-R: no connection was aborted" [ "$(stat_sum aborts)" = 0 ]
+finish
