@@ -460,6 +460,16 @@ int ioctl(int fd, unsigned long req, ...) {
   ConnRef c(fd);
   if (!c) return real_ioctl(fd, req, arg);
   switch (req) {
+    // Properties of the descriptor or its file, not of the TCP connection:
+    // they belong to the fd number the application holds.
+    case FIOCLEX:
+    case FIONCLEX:
+    case FIOASYNC:
+    case FIOSETOWN:
+    case FIOGETOWN:
+    case SIOCSPGRP:
+    case SIOCGPGRP:
+      return real_ioctl(fd, req, arg);
     case FIONBIO: {
       int rc = real_ioctl(fd, req, arg);
       if (rc == 0 && arg) c->set_nonblocking(*static_cast<int*>(arg) != 0);

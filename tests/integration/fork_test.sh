@@ -59,6 +59,19 @@ run() {  # run plain|smc -> OUT
   log "$1: $(tr '\n' ' ' <<<"$OUT")"
 }
 
+# exec with an SMC-R fd left open: the new program (no shim state) must see
+# end-of-file, not hang and not garbage; the server sees the connection end.
+EXEC_SCRIPT='
+import os, socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"ping"); assert s.recv(4) == b"ping"
+fd = s.detach()
+os.set_inheritable(fd, True)
+os.execv(sys.executable, [sys.executable, "-c",
+  "import os,select,sys; fd=int(sys.argv[1]); r,_,_=select.select([fd],[],[],10); print(\"exec_read=%r\" % (os.read(fd, 16) if r else \"timeout\"))",
+  str(fd)])
+'
+
 run plain
 check "plain TCP: parent and child streams intact" \
   bash -c 'grep -q "child_own_conn=ok" <<<"$0" && grep -q "parent_after_child=ok child_status=0" <<<"$0"' "$OUT"
@@ -71,4 +84,12 @@ check "SMC-R: the parent's stream is intact after the child closed its copy and 
 check "SMC-R: all three connections were SMC-R (parent's, child's, and the server side)" \
   [ "$(stat_sum smc_active)" = 2 -a "$(stat_sum smc_passive)" = 2 ]
 check "SMC-R: no connection was aborted" [ "$(stat_sum aborts)" = 0 ]
+port=$(free_port); reset_stats
+bg under_smc "$ECHO_TOOL" server --port "$port" --max-conns 1
+spid=$BG_PID; wait_port "$port"
+OUT=$(under_smc timeout 60 python3 -c "$EXEC_SCRIPT" 127.0.0.1 "$port" 2>&1)
+timeout 30 tail --pid="$spid" -f /dev/null; srv_rc=$?
+log "exec: $OUT"
+check "exec: the SMC-R fd reads end-of-file in the new program" grep -q "exec_read=b''" <<<"$OUT"
+check "exec: the server's side of the connection ended (server exited)" [ "$srv_rc" = 0 ]
 finish
