@@ -24,6 +24,9 @@ namespace {
 
 constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
 
+// Blocking writes up to this size are never split by a full window.
+constexpr size_t kAtomicWrite = 4096;
+
 // Test hook for the failover tests (tests/guest/failover_test.sh):
 // SMCR_TEST_TAKE_DOWN_LINK_AFTER=<bytes> takes the link of the first
 // connection that has sent that many bytes down (its QP to the error state,
@@ -391,6 +394,24 @@ void Connection::maybe_send_consumer_update_locked() {
 // ---------------------------------------------------------------- receive
 
 namespace {
+
+// Would the kernel restart a socket call that a signal interrupted? signal(7):
+// yes if the handler has SA_RESTART and the socket has no SO_RCVTIMEO /
+// SO_SNDTIMEO. Which signal it was is not known here, so: only if every
+// caught signal's handler has SA_RESTART (rare path: a signal arrived).
+bool restart_after_signal(int timeout_ms) {
+  if (timeout_ms >= 0) return false;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    bool caught = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
+                                               : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
+    if (caught && !(old.sa_flags & SA_RESTART)) return false;
+  }
+  return true;
+}
+
 ssize_t refuse_foreign(uint32_t token) {
   SMCR_LOG(1, "conn %08x: belongs to the parent process (fork); this process cannot use it", token);
   errno = EOPNOTSUPP;
@@ -477,6 +498,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     if (r < 0 && saved == EINTR) {
       if (done) return static_cast<ssize_t>(done);
+      if (restart_after_signal(timeout)) continue;
       errno = EINTR;
       return -1;
     }
@@ -512,7 +534,17 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     }
     if (want == 0) return 0;
     uint32_t space = tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
-    if (space > 0) {
+    // A blocking write of up to kAtomicWrite bytes goes out whole, as small
+    // TCP writes do in practice: threads sharing a connection rely on it.
+    uint32_t need = 1;
+    if (!dontwait && done == 0)
+      need = static_cast<uint32_t>(std::min<size_t>({want, kAtomicWrite, tx_space_.capacity()}));
+    if (space > 0 && space < need && !tx_window_full_) {
+      // Waiting for room: the peer must report consumption (B flag).
+      tx_window_full_ = true;
+      send_cdc_locked(false, false, false);
+    }
+    if (space >= need) {
       uint32_t n = static_cast<uint32_t>(std::min<size_t>(space, want - done));
       uint32_t left = n;
       cdc::Cursor pos = tx_prod_;
@@ -579,6 +611,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     int r = wait_fd(fd, POLLOUT, timeout);
     int saved = errno;
     lock.lock();
+    if (r < 0 && saved == EINTR && !done && restart_after_signal(timeout)) continue;
     if (r == 0 || (r < 0 && saved == EINTR)) {
       if (done) return static_cast<ssize_t>(done);
       errno = r == 0 ? EAGAIN : EINTR;

@@ -36,4 +36,17 @@ for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$PLAIN"); do
 done
 check "SMC-R: both ends were SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 check "SMC-R: TCP carried only the handshake" [ "$(field tcp_bytes_received "$OUT")" -lt 200 ]
+# Readiness, signals and errors, peer in the same process (readiness_tool).
+R="$SMCR_BUILD_DIR/tests/integration/readiness_tool"
+reset_stats
+RPLAIN=$(timeout 120 "$R" 2>&1)
+log "readiness plain: $(tr '\n' ' ' <<<"$RPLAIN")"
+check "readiness over plain TCP: every case passes" [ "$(field fails "$RPLAIN")" = 0 ]
+RSMC=$(under_smc timeout 120 "$R" 2>&1)
+log "readiness smc: $(tr '\n' ' ' <<<"$RSMC")"
+for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$RPLAIN"); do
+  check "SMC-R: $name" grep -q "^case=$name ok=1" <<<"$RSMC"
+done
+check "readiness: its connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
+  [ "$(stat_sum smc_active)" -ge 14 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
 finish

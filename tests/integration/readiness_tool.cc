@@ -1,0 +1,356 @@
+// Readiness, signals and errors on connected sockets, with the peer in the
+// same process (a listener thread), so both ends are whatever the process is:
+// plain TCP, or SMC-R under smc_run. Each case prints "case=NAME ok=0|1" and
+// the caller compares a plain run with an smc_run one.
+//   epoll EPOLLET / EPOLLONESHOT / EPOLLEXCLUSIVE, nested epoll, one epoll fd
+//   waited on by two threads, epoll_pwait2, ppoll, pselect, EPOLLRDHUP after
+//   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close,
+//   SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
+//   after a non-blocking connect, several threads writing one connection.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int g_listener = -1;
+sockaddr_in g_addr{};
+int g_fails = 0;
+
+const char* g_only = nullptr;  // READINESS_ONLY=name: run one case (debugging)
+
+void report(const char* name, bool ok) {
+  printf("case=%s ok=%d\n", name, ok ? 1 : 0);
+  fflush(stdout);
+  if (!ok) ++g_fails;
+}
+
+// A connected pair: `a` from connect(), `b` from accept() in this process.
+struct Pair {
+  int a = -1, b = -1;
+  ~Pair() {
+    if (a >= 0) close(a);
+    if (b >= 0) close(b);
+  }
+};
+
+bool make_pair(Pair* p, bool nonblocking_connect = false) {
+  int b = -1;
+  std::thread acc([&] { b = accept(g_listener, nullptr, nullptr); });
+  int a = socket(AF_INET, SOCK_STREAM | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
+  int rc = connect(a, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr);
+  acc.join();
+  if (nonblocking_connect && rc != 0 && errno == EINPROGRESS) {
+    pollfd pf{a, POLLOUT, 0};
+    poll(&pf, 1, 5000);
+    rc = 0;
+  }
+  p->a = a;
+  p->b = b;
+  return a >= 0 && b >= 0 && rc == 0;
+}
+
+bool send_str(int fd, const char* s) { return send(fd, s, strlen(s), MSG_NOSIGNAL) == static_cast<ssize_t>(strlen(s)); }
+
+int wait_events(int ep, int ms, uint32_t* ev = nullptr) {
+  epoll_event e{};
+  int n = epoll_wait(ep, &e, 1, ms);
+  if (ev) *ev = n > 0 ? e.events : 0;
+  return n;
+}
+
+bool case_et() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLET, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  send_str(p.b, "one");
+  bool first = wait_events(ep, 2000) == 1;
+  char buf[16];
+  usleep(50000);
+  ssize_t n = recv(p.a, buf, sizeof buf, MSG_DONTWAIT);
+  bool quiet = wait_events(ep, 150) == 0;  // edge consumed: no new event
+  send_str(p.b, "two");
+  bool again = wait_events(ep, 2000) == 1;
+  close(ep);
+  return first && n == 3 && quiet && again;
+}
+
+bool case_oneshot() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLONESHOT, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  send_str(p.b, "x");
+  bool first = wait_events(ep, 2000) == 1;
+  send_str(p.b, "y");
+  bool disarmed = wait_events(ep, 150) == 0;
+  epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &e);
+  bool rearmed = wait_events(ep, 2000) == 1;
+  close(ep);
+  return first && disarmed && rearmed;
+}
+
+bool case_exclusive() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep1 = epoll_create1(0), ep2 = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLEXCLUSIVE, {.fd = p.a}};
+  bool added = epoll_ctl(ep1, EPOLL_CTL_ADD, p.a, &e) == 0 && epoll_ctl(ep2, EPOLL_CTL_ADD, p.a, &e) == 0;
+  std::atomic<int> woke{0};
+  std::thread t1([&] { woke += wait_events(ep1, 1000) > 0; });
+  std::thread t2([&] { woke += wait_events(ep2, 1000) > 0; });
+  usleep(100000);
+  send_str(p.b, "z");
+  t1.join();
+  t2.join();
+  close(ep1);
+  close(ep2);
+  return added && woke >= 1;
+}
+
+bool case_nested() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int inner = epoll_create1(0), outer = epoll_create1(0);
+  epoll_event e{EPOLLIN, {.fd = p.a}};
+  epoll_ctl(inner, EPOLL_CTL_ADD, p.a, &e);
+  epoll_event o{EPOLLIN, {.fd = inner}};
+  epoll_ctl(outer, EPOLL_CTL_ADD, inner, &o);
+  bool idle = wait_events(outer, 100) == 0;
+  send_str(p.b, "n");
+  bool ready = wait_events(outer, 2000) == 1 && wait_events(inner, 0) == 1;
+  close(inner);
+  close(outer);
+  return idle && ready;
+}
+
+bool case_shared_epoll_threads() {
+  Pair p1, p2;
+  if (!make_pair(&p1) || !make_pair(&p2)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e1{EPOLLIN | EPOLLONESHOT, {.fd = p1.a}}, e2{EPOLLIN | EPOLLONESHOT, {.fd = p2.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p1.a, &e1);
+  epoll_ctl(ep, EPOLL_CTL_ADD, p2.a, &e2);
+  std::atomic<int> got{0};
+  auto waiter = [&] {
+    epoll_event ev{};
+    if (epoll_wait(ep, &ev, 1, 2000) == 1) got.fetch_or(ev.data.fd == p1.a ? 1 : 2);
+  };
+  std::thread t1(waiter), t2(waiter);
+  usleep(100000);
+  send_str(p1.b, "1");
+  send_str(p2.b, "2");
+  t1.join();
+  t2.join();
+  close(ep);
+  return got == 3;
+}
+
+bool case_pwait2_ppoll_pselect() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  send_str(p.b, "r");
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  timespec ts{2, 0};
+  epoll_event out{};
+  bool pw2 = epoll_pwait2(ep, &out, 1, &ts, nullptr) == 1;
+  close(ep);
+  pollfd pf{p.a, POLLIN, 0};
+  bool pp = ppoll(&pf, 1, &ts, nullptr) == 1 && (pf.revents & POLLIN);
+  fd_set rs;
+  FD_ZERO(&rs);
+  FD_SET(p.a, &rs);
+  bool ps = pselect(p.a + 1, &rs, nullptr, nullptr, &ts, nullptr) == 1 && FD_ISSET(p.a, &rs);
+  return pw2 && pp && ps;
+}
+
+bool case_rdhup() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLRDHUP, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  send_str(p.b, "last");
+  shutdown(p.b, SHUT_WR);
+  uint32_t ev = 0;
+  for (int i = 0; i < 20 && !(ev & EPOLLRDHUP); ++i) wait_events(ep, 100, &ev);
+  char buf[8];
+  ssize_t n1 = recv(p.a, buf, sizeof buf, MSG_WAITALL);
+  ssize_t n2 = recv(p.a, buf, sizeof buf, 0);
+  // Our direction still works after the peer's half-close.
+  bool still = send_str(p.a, "ok");
+  char b2[2];
+  bool peer_got = recv(p.b, b2, 2, MSG_WAITALL) == 2;
+  close(ep);
+  return (ev & EPOLLRDHUP) && n1 == 4 && n2 == 0 && still && peer_got;
+}
+
+bool case_reset() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLRDHUP, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  linger l{1, 0};
+  setsockopt(p.b, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close(p.b);  // abortive close: RST / CDC A
+  p.b = -1;
+  uint32_t ev = 0;
+  for (int i = 0; i < 30 && !(ev & EPOLLHUP); ++i) wait_events(ep, 100, &ev);
+  char buf[4];
+  ssize_t n = recv(p.a, buf, sizeof buf, 0);
+  int err = errno;
+  close(ep);
+  return (ev & EPOLLHUP) && n == -1 && err == ECONNRESET;
+}
+
+std::atomic<int> g_sigpipes{0};
+std::atomic<int> g_alarms{0};
+
+bool case_sigpipe() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_sigpipes++; };
+  sigaction(SIGPIPE, &sa, nullptr);
+  close(p.b);
+  p.b = -1;
+  // TCP may accept a write or two before the peer's RST arrives.
+  ssize_t r = 0;
+  int err = 0;
+  for (int i = 0; i < 50; ++i) {
+    r = send(p.a, "x", 1, MSG_NOSIGNAL);
+    err = errno;
+    if (r < 0) break;
+    usleep(20000);
+  }
+  bool nosignal = r == -1 && (err == EPIPE || err == ECONNRESET) && g_sigpipes == 0;
+  // Once the error has been reported, a plain write raises SIGPIPE.
+  ssize_t w = write(p.a, "y", 1);
+  int werr = errno;
+  signal(SIGPIPE, SIG_DFL);
+  return nosignal && w == -1 && werr == EPIPE && g_sigpipes == 1;
+}
+
+bool eintr_case(bool restart) {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_alarms++; };
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigaction(SIGALRM, &sa, nullptr);
+  int before = g_alarms;
+  // The peer answers after the signal has interrupted the blocked recv.
+  std::thread peer([&] {
+    usleep(400000);
+    send_str(p.b, "late");
+  });
+  ualarm(150000, 0);
+  char buf[4];
+  ssize_t n = recv(p.a, buf, sizeof buf, MSG_WAITALL);
+  int err = errno;
+  peer.join();
+  signal(SIGALRM, SIG_DFL);
+  bool signalled = g_alarms == before + 1;
+  if (restart) return signalled && n == 4 && memcmp(buf, "late", 4) == 0;
+  return signalled && n == -1 && err == EINTR;
+}
+
+bool case_so_error_nonblocking_connect() {
+  Pair p;
+  if (!make_pair(&p, true)) return false;
+  int soerr = -1;
+  socklen_t len = sizeof soerr;
+  bool got = getsockopt(p.a, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0;
+  bool works = send_str(p.a, "nb");
+  char b[2];
+  bool arrived = recv(p.b, b, 2, MSG_WAITALL) == 2;
+  return got && soerr == 0 && works && arrived;
+}
+
+bool case_threads_writing() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  constexpr int kThreads = 4, kRecords = 4000, kLen = 64;
+  std::vector<std::thread> ws;
+  for (int t = 0; t < kThreads; ++t)
+    ws.emplace_back([&, t] {
+      char rec[kLen];
+      for (int i = 0; i < kRecords; ++i) {
+        memset(rec, 'a' + t, kLen);
+        memcpy(rec, &i, sizeof i);
+        send(p.a, rec, kLen, MSG_NOSIGNAL);
+      }
+    });
+  std::vector<int> next(kThreads, 0);
+  bool ok = true;
+  char rec[kLen];
+  for (int k = 0; k < kThreads * kRecords && ok; ++k) {
+    if (recv(p.b, rec, kLen, MSG_WAITALL) != kLen) ok = false;
+    int t = rec[kLen - 1] - 'a', i;
+    memcpy(&i, rec, sizeof i);
+    // Each thread's records arrive whole and in its own order.
+    if (t < 0 || t >= kThreads || i != next[t]++) ok = false;
+  }
+  for (auto& w : ws) w.join();
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  g_listener = socket(AF_INET, SOCK_STREAM, 0);
+  g_addr.sin_family = AF_INET;
+  g_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int one = 1;
+  setsockopt(g_listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  socklen_t len = sizeof g_addr;
+  if (bind(g_listener, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr) != 0 || listen(g_listener, 16) != 0 ||
+      getsockname(g_listener, reinterpret_cast<sockaddr*>(&g_addr), &len) != 0) {
+    perror("listen");
+    return 2;
+  }
+  g_only = getenv("READINESS_ONLY");
+  struct Case {
+    const char* name;
+    bool (*run)();
+  } cases[] = {
+      {"epoll_et", case_et},
+      {"epoll_oneshot", case_oneshot},
+      {"epoll_exclusive", case_exclusive},
+      {"epoll_nested", case_nested},
+      {"epoll_shared_by_threads", case_shared_epoll_threads},
+      {"epoll_pwait2_ppoll_pselect", case_pwait2_ppoll_pselect},
+      {"rdhup_after_peer_shutdown", case_rdhup},
+      {"hup_and_econnreset_after_abort", case_reset},
+      {"sigpipe_and_msg_nosignal", case_sigpipe},
+      {"eintr_without_sa_restart", [] { return eintr_case(false); }},
+      {"restart_with_sa_restart", [] { return eintr_case(true); }},
+      {"so_error_after_nonblocking_connect", case_so_error_nonblocking_connect},
+      {"threads_writing_one_connection", case_threads_writing},
+  };
+  for (const Case& c : cases)
+    if (!g_only || strcmp(g_only, c.name) == 0) report(c.name, c.run());
+  printf("fails=%d\n", g_fails);
+  return g_fails == 0 ? 0 : 1;
+}
