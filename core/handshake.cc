@@ -1073,7 +1073,7 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   return establish_on(g, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
 }
 
-HandshakeOutcome clc_server(int fd, bool have_resources) {
+HandshakeOutcome clc_server(int fd, bool have_resources, bool allowed) {
   const HandshakeConfig& cfg = handshake_config();
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
 
@@ -1088,6 +1088,7 @@ HandshakeOutcome clc_server(int fd, bool have_resources) {
     SMCR_LOG(1, "CLC: bad Proposal: %.*s", static_cast<int>(clc::to_string(err).size()), clc::to_string(err).data());
     return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
   }
+  if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline);
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
 

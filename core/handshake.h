@@ -35,6 +35,8 @@ const HandshakeConfig& handshake_config();
 // needs (e.g. fds); we Decline at once instead of committing (RFC C.1 allows a
 // Decline in place of any expected message) and both ends stay on TCP.
 HandshakeOutcome clc_client(int tcp_fd, bool have_resources = true);
-HandshakeOutcome clc_server(int tcp_fd, bool have_resources = true);
+// allowed = false: the operator's policy keeps this peer on TCP; the server
+// answers the Proposal with a Decline.
+HandshakeOutcome clc_server(int tcp_fd, bool have_resources = true, bool allowed = true);
 
 }  // namespace smcr

@@ -72,6 +72,7 @@ const char* fallback_name(Fallback f) {
     case Fallback::kTimeout: return "timeout";
     case Fallback::kResources: return "resources";
     case Fallback::kInternal: return "internal";
+    case Fallback::kPolicy: return "policy";
     case Fallback::kCount: break;
   }
   return "unknown";

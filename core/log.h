@@ -29,6 +29,7 @@ enum class Fallback : int {
   kTimeout,           // CLC or first-contact LLC did not complete in time
   kResources,         // could not allocate RMB / link
   kInternal,
+  kPolicy,            // the operator's policy keeps this connection on TCP
   kCount
 };
 const char* fallback_name(Fallback f);

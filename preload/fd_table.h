@@ -15,6 +15,7 @@ enum FdKind : uint8_t {
   kFdTcp = 1,          // AF_INET/AF_INET6 stream socket created through us
   kFdSmcListener = 2,  // listener opted in to SMC-R
   kFdListenerNoBpf = 3,  // listener that could not opt in: the eBPF program is not loaded
+  kFdPolicyListener = 4,  // listener the operator's policy keeps on TCP
 };
 
 class FdTable {

@@ -31,6 +31,7 @@
 #include "core/env.h"
 #include "core/handshake.h"
 #include "core/log.h"
+#include "core/policy.h"
 #include "core/sys.h"
 #include "preload/fd_table.h"
 
@@ -93,6 +94,14 @@ F real_function(std::atomic<F>& slot, const char* name) {
 
 __attribute__((constructor(101))) void resolve_all() {
   smcr::snapshot_env();  // before the program can clear its environment
+  // A policy that does not parse: refuse to run rather than guess (smc_run
+  // checks this before starting the program).
+  std::string policy_error;
+  if (!smcr::policy::active(&policy_error) && !policy_error.empty()) {
+    std::string msg = "smcr: policy: " + policy_error + "\n";
+    smcr::sys::write(2, msg.data(), msg.size());
+    _exit(2);
+  }
 #define SMCR_RESOLVE(name) real_function(g_real.name, #name);
   SMCR_INTERPOSED(SMCR_RESOLVE)
 #undef SMCR_RESOLVE
@@ -181,7 +190,22 @@ void reset_socket(int fd) {
 
 // After the TCP handshake: SMC-R if both ends offered it. Returns 0 when the
 // fd is usable (SMC-R or TCP), -1 with errno when the connection was reset.
-int after_tcp_established(int fd, bool client) {
+uint16_t port_of(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
+// The operator's policy (core/policy.h) for a connection to/from `peer` on
+// the server port `port`; a listener passes peer = null.
+bool policy_allows(uint16_t port, const sockaddr* peer) {
+  const smcr::policy::Policy* p = smcr::policy::active();
+  if (!p) return true;
+  auto name = smcr::policy::program_name(), exe = smcr::policy::executable_name();
+  return peer ? smcr::policy::allows(*p, port, peer, name, exe) : smcr::policy::may_allow(*p, port, name, exe);
+}
+
+int after_tcp_established(int fd, bool client, bool allowed = true) {
   using smcr::bpfopt::Result;
   Result r = smcr::bpfopt::read_result(fd);
   if (r != Result::kSmcBoth) {
@@ -190,7 +214,7 @@ int after_tcp_established(int fd, bool client) {
     return 0;
   }
   Reserved res = reserve(fd);
-  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, res.ok()) : smcr::clc_server(fd, res.ok());
+  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, res.ok()) : smcr::clc_server(fd, res.ok(), allowed);
   if (o.kind != smcr::HandshakeOutcome::Kind::kSmc) res.release();
   switch (o.kind) {
     case smcr::HandshakeOutcome::Kind::kSmc:
@@ -258,6 +282,12 @@ int socket(int domain, int type, int protocol) {
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   REAL(connect);
   if (fd_table().kind(fd) != smcr::preload::kFdTcp || fd_table().has_conn(fd)) return real_connect(fd, addr, len);
+  if (addr && len >= sizeof(sa_family_t) && !policy_allows(port_of(addr), addr)) {
+    // Not opted in: no option on the SYN, plain TCP at no cost.
+    int rc = real_connect(fd, addr, len);
+    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kPolicy);
+    return rc;
+  }
   bool opted = smcr::bpfopt::opt_in(fd);
   int rc = real_connect(fd, addr, len);
   if (!opted) {
@@ -294,6 +324,14 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
 int listen(int fd, int backlog) {
   REAL(listen);
   if (fd_table().kind(fd) == smcr::preload::kFdTcp) {
+    sockaddr_storage local{};
+    socklen_t llen = sizeof local;
+    bool maybe = smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+                 policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), nullptr);
+    if (!maybe) {
+      fd_table().set_kind(fd, smcr::preload::kFdPolicyListener);
+      return real_listen(fd, backlog);
+    }
     bool opted = smcr::bpfopt::opt_in(fd);
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
   }
@@ -307,9 +345,16 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
     if (nfd < 0) return nfd;
     uint8_t kind = fd_table().kind(fd);
     if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+    if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
     if (kind != smcr::preload::kFdSmcListener) return nfd;
     fd_table().set_kind(nfd, smcr::preload::kFdTcp);
-    if (after_tcp_established(nfd, false) == 0) return nfd;
+    // Rules about peer addresses are decided now (the listener could not).
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    bool allowed = smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+                   smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
+                   policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
+    if (after_tcp_established(nfd, false, allowed) == 0) return nfd;
     // Reset during CLC: that connection is gone; offer the next one.
     REAL(close);
     fd_table().set_kind(nfd, smcr::preload::kFdUnknown);
