@@ -49,7 +49,7 @@ import socket, time
 s = socket.create_connection(('$HOST', $port)); s.sendall(b'x'); assert s.recv(1) == b'x'; time.sleep(8)"
 cpid=$BG_PID
 for _ in $(seq 100); do
-  DIAG=$("$SMCR_BUILD_DIR/tools/smcr_stat" --pid "$spid" 2>/dev/null) && grep -q "state=ACTIVE" <<<"$DIAG" && break
+  DIAG=$("$SMCR_BUILD_DIR/tools/smcr_stat" --raw --pid "$spid" 2>/dev/null) && grep -q "state=ACTIVE" <<<"$DIAG" && break
   sleep 0.1
 done
 log "smcr_stat:"; echo "$DIAG"
