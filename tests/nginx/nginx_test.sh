@@ -72,21 +72,19 @@ stop_nginx() {  # graceful: workers finish and write their stats
 curl_smc() { SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$CLI_STATS" timeout 120 curl -sS "$@"; }
 
 # --- keepalive on: every file over ONE connection per curl invocation
-fetch_args() {  # every file, in one curl invocation
-  args=()
+fetch_all() {  # fetch_all LABEL: every file in one curl under smc_run, each checked by SHA-256
+  local args=() f rc
   for f in 1k 64k 1m 10m 100m; do args+=(-o "$TEST_TMP/got-$f" "http://127.0.0.1:$PORT/$f"); done
-  rm -f "$TEST_TMP"/got-*
+  rm -f "$TEST_TMP"/got-* "$CLI_STATS"/smcr-*.txt
+  curl_smc "${args[@]}"; rc=$?
+  check "$1: curl under smc_run fetched all files (rc=$rc)" [ "$rc" = 0 ]
+  for f in 1k 64k 1m 10m 100m; do
+    check "$1: $f intact (SHA-256)" [ "$(sha256sum < "$WWW/$f")" = "$(sha256sum < "$TEST_TMP/got-$f" 2>/dev/null)" ]
+  done
 }
 
 start_nginx 65
-rm -f "$CLI_STATS"/smcr-*.txt
-fetch_args
-curl_smc "${args[@]}"; rc=$?
-check "keepalive on: curl under smc_run fetched all files (rc=$rc)" [ "$rc" = 0 ]
-for f in 1k 64k 1m 10m 100m; do
-  check "keepalive on: $f intact (SHA-256)" \
-    [ "$(sha256sum < "$WWW/$f")" = "$(sha256sum < "$TEST_TMP/got-$f" 2>/dev/null)" ]
-done
+fetch_all "keepalive on"
 check "keepalive on: curl's one connection was SMC-R" [ "$(stat_in "$CLI_STATS" smc_active)" = 1 ]
 check "keepalive on: no fallback in curl" [ "$(stat_in "$CLI_STATS" fallback_total)" = 0 ]
 # wrk: 2 threads, 20 connections, 3 s, a 64 KiB file
@@ -117,14 +115,7 @@ check "nginx wrote the bodies over the fabric (tx_bytes $(stat_in "$SRV_STATS" t
 
 # --- keepalive off: one connection per file
 start_nginx 0
-rm -f "$CLI_STATS"/smcr-*.txt
-fetch_args
-curl_smc "${args[@]}"; rc=$?
-check "keepalive off: curl fetched all files (rc=$rc)" [ "$rc" = 0 ]
-for f in 1k 64k 1m 10m 100m; do
-  check "keepalive off: $f intact (SHA-256)" \
-    [ "$(sha256sum < "$WWW/$f")" = "$(sha256sum < "$TEST_TMP/got-$f" 2>/dev/null)" ]
-done
+fetch_all "keepalive off"
 check "keepalive off: one SMC-R connection per file" [ "$(stat_in "$CLI_STATS" smc_active)" = 5 ]
 stop_nginx
 check "keepalive off: nginx accepted them as SMC-R" [ "$(stat_in "$SRV_STATS" smc_passive)" = 5 ]
