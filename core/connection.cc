@@ -402,7 +402,11 @@ namespace {
 bool restart_after_signal(int timeout_ms) {
   if (timeout_ms >= 0) return false;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    // Signals a blocked poll cannot receive: uncatchable ones, and faults the
+    // thread raises itself (sanitizers and crash handlers catch those).
+    if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+        sig == SIGTRAP || sig == SIGSYS)
+      continue;
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) != 0) continue;
     bool caught = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
