@@ -713,22 +713,8 @@ void Connection::release_resources_locked() {
   // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
   // peer's RMBE will not be written again.
   if (group_) {
-    std::array<uint32_t, kMaxGroupLinks> rkeys{};
     bool had_rmb = rmb_.addr != nullptr;
-    // Aliases first: the owning registration frees the memory.
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int i = 0; i < group_->link_slots(); ++i) {
-        LocalRmb& r = rmb_on_[static_cast<size_t>(i)];
-        if (!r.addr || r.alias != (pass == 0)) continue;
-        rkeys[static_cast<size_t>(i)] = r.rkey;
-        group_->link_at(i)->free_local_rmb(&r);
-      }
-    }
-    for (int i = 0; i < group_->link_slots(); ++i) {
-      RemoteRmb& r = peer_rmb_on_[static_cast<size_t>(i)];
-      if (r.size) group_->link_at(i)->release_remote_rmb(&r);
-      r = RemoteRmb{};
-    }
+    auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_);
     rmb_ = LocalRmb{};
     if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);
   }
@@ -814,24 +800,23 @@ void Connection::link_down_locked(int slot) {
   peer_lost_locked("link failed, no other link");
 }
 
+void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
+  while (at_most-- > 0 && unacked_count_ > 0 && unacked_[unacked_head_].first <= completed) {
+    tx_seq_acked_ = unacked_[unacked_head_].second;
+    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
+    --unacked_count_;
+  }
+}
+
 bool Connection::post_cdc_locked(const cdc::Message& m) {
   uint64_t id = 0;
   if (!link_->post_message_tracked(cdc::encode(m), &id)) return false;
-  if (unacked_count_ == kUnackedRing) {
-    // Cannot happen while the send queue is shallower than the ring (the
-    // oldest entry is then acknowledged); kept safe regardless.
-    tx_seq_acked_ = unacked_[unacked_head_].second;
-    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
-    --unacked_count_;
-  }
+  // A full ring cannot happen while the send queue is shallower than the
+  // ring (its oldest entry is then acknowledged); kept safe regardless.
+  if (unacked_count_ == kUnackedRing) pop_acked_locked(UINT64_MAX, 1);
   unacked_[(unacked_head_ + unacked_count_) % kUnackedRing] = {id, m.seq};
   ++unacked_count_;
-  uint64_t done = link_->completed_id();
-  while (unacked_count_ > 0 && unacked_[unacked_head_].first <= done) {
-    tx_seq_acked_ = unacked_[unacked_head_].second;
-    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
-    --unacked_count_;
-  }
+  pop_acked_locked(link_->completed_id(), kUnackedRing);
   return true;
 }
 
@@ -847,12 +832,7 @@ bool Connection::fail_over_locked(cdc::Cursor replay_end) {
   Link* old = link_;
   RemoteRmb& old_rmb = peer_rmb_on_[static_cast<size_t>(slot_)];
   // SS (RFC 4.6): our last CDC the failed link's adapter acknowledged.
-  uint64_t done = old->completed_id();
-  while (unacked_count_ > 0 && unacked_[unacked_head_].first <= done) {
-    tx_seq_acked_ = unacked_[unacked_head_].second;
-    unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
-    --unacked_count_;
-  }
+  pop_acked_locked(old->completed_id(), kUnackedRing);
   unacked_head_ = unacked_count_ = 0;
   const uint8_t* mirror = old->written_mirror(old_rmb);
   SMCR_LOG(1, "conn %08x: moving from link %u to link %u (SS=%u, last seq %u)", local_token_,

@@ -157,6 +157,9 @@ class Connection {
   // Posts a CDC on the current link, remembering which of our CDCs the
   // peer's adapter has acknowledged (the failover validation's SS).
   bool post_cdc_locked(const cdc::Message& m);
+  // Drops up to `at_most` of the oldest unacknowledged CDCs whose post id is
+  // <= `completed`, advancing tx_seq_acked_.
+  void pop_acked_locked(uint64_t completed, size_t at_most);
   void drain_inbox_locked();
   void reset_fields();
   void peer_lost_locked(const char* why);

@@ -373,20 +373,8 @@ struct ConnRmbs {
   std::array<RemoteRmb, kMaxGroupLinks> peer{};
 };
 
-// Releases what a failed handshake registered: aliases before the owning
-// registration, which frees the memory.
-void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < g->link_slots(); ++i) {
-      LocalRmb& l = r->local[static_cast<size_t>(i)];
-      if (l.addr && l.alias == (pass == 0)) g->link_at(i)->free_local_rmb(&l);
-    }
-  for (int i = 0; i < g->link_slots(); ++i) {
-    RemoteRmb& p = r->peer[static_cast<size_t>(i)];
-    if (p.size) g->link_at(i)->release_remote_rmb(&p);
-    p = RemoteRmb{};
-  }
-}
+// Releases what a failed handshake registered.
+void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) { g->free_rmbs(&r->local, &r->peer); }
 
 // The handshake succeeded on `group`: the RMBs become a connection on the
 // group's primary link.

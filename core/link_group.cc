@@ -287,6 +287,25 @@ bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRm
   return false;
 }
 
+std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
+                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer) {
+  std::array<uint32_t, kMaxGroupLinks> rkeys{};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < link_slots(); ++i) {
+      LocalRmb& r = (*local)[static_cast<size_t>(i)];
+      if (!r.addr || r.alias != (pass == 0)) continue;
+      rkeys[static_cast<size_t>(i)] = r.rkey;
+      link_at(i)->free_local_rmb(&r);
+    }
+  }
+  for (int i = 0; i < link_slots(); ++i) {
+    RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
+    if (r.size) link_at(i)->release_remote_rmb(&r);
+    r = RemoteRmb{};
+  }
+  return rkeys;
+}
+
 void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   PeerRmb r;

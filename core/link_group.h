@@ -108,6 +108,11 @@ class LinkGroup {
   // RKEY (RFC 3.5.5.2.2), naming it by its RKey on the primary link. Not
   // awaited: the peer's connection has exchanged C and writes no more.
   void announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>& rkey_by_slot);
+  // Releases one connection's RMB registrations on every link (aliases
+  // before the owning one, which frees the memory) and its view of the
+  // peer's RMB; returns the RKeys the RMB had, by slot.
+  std::array<uint32_t, kMaxGroupLinks> free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
+                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer);
   // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION).
   void note_peer_rmb(const PeerRmbTokens& tokens);
 
