@@ -156,6 +156,7 @@ void Connection::reset_fields() {
   peer_rmb_on_ = {};
   unacked_head_ = unacked_count_ = 0;
   tx_seq_acked_ = 0;
+  send_limit_ = 0;
   local_token_ = peer_token_ = 0;
   tx_seq_ = rx_seq_ = 0;
   tx_bytes_ = rx_bytes_ = 0;
@@ -274,7 +275,37 @@ void Connection::set_timeout(bool receive, int ms) {
 uint32_t Connection::bytes_writable() {
   std::lock_guard<Connection> lock(*this);
   if (aborted_ || link_dead_ || peer_lost_ || peer_closed_ || released_ || local_write_closed(state_)) return 0;
-  return tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
+  return send_space_locked();
+}
+
+uint32_t Connection::send_window_locked() const {
+  uint32_t cap = tx_space_.capacity();
+  return send_limit_ > 0 && send_limit_ < cap ? send_limit_ : cap;
+}
+
+uint32_t Connection::send_space_locked() const {
+  uint32_t free = tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
+  uint32_t window = send_window_locked();
+  uint32_t used = tx_space_.capacity() - free;
+  return used >= window ? 0 : std::min(free, window - used);
+}
+
+void Connection::set_send_limit(uint32_t bytes) {
+  std::lock_guard<Connection> lock(*this);
+  send_limit_ = bytes;
+  // A larger window may let a blocked writer go on.
+  if (send_space_locked() > 0) make_writable_locked();
+}
+
+uint32_t Connection::reported_rcvbuf() {
+  std::lock_guard<Connection> lock(*this);
+  return 2 * (rx_space_.capacity() + rx_space_.base());  // the RMBE, eyecatcher included
+}
+
+uint32_t Connection::reported_sndbuf() {
+  std::lock_guard<Connection> lock(*this);
+  uint32_t window = send_window_locked();
+  return 2 * (window < tx_space_.capacity() ? window : tx_space_.capacity() + tx_space_.base());
 }
 
 uint32_t Connection::bytes_readable() {
@@ -537,12 +568,12 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       return -1;
     }
     if (want == 0) return 0;
-    uint32_t space = tx_space_.free_space(tx_prod_, tx_cons_peer_).value_or(0);
+    uint32_t space = send_space_locked();
     // A blocking write of up to kAtomicWrite bytes goes out whole, as small
     // TCP writes do in practice: threads sharing a connection rely on it.
     uint32_t need = 1;
     if (!dontwait && done == 0)
-      need = static_cast<uint32_t>(std::min<size_t>({want, kAtomicWrite, tx_space_.capacity()}));
+      need = static_cast<uint32_t>(std::min<size_t>({want, kAtomicWrite, send_window_locked()}));
     if (space > 0 && space < need && !tx_window_full_) {
       // Waiting for room: the peer must report consumption (B flag).
       tx_window_full_ = true;

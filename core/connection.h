@@ -104,6 +104,13 @@ class Connection {
   // the connection can no longer send).
   uint32_t bytes_writable();
   uint32_t bytes_unsent() { return 0; }  // writes complete synchronously
+  // SO_SNDBUF: at most `bytes` of ours unconsumed in the peer's RMBE at a
+  // time (0: the whole RMBE), as a TCP send buffer bounds unacknowledged data.
+  void set_send_limit(uint32_t bytes);
+  // What SO_RCVBUF / SO_SNDBUF report: our RMBE's and our send window's
+  // size, doubled as the kernel reports socket buffers (Linux SMC does too).
+  uint32_t reported_rcvbuf();
+  uint32_t reported_sndbuf();
 
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be
@@ -177,6 +184,9 @@ class Connection {
   void make_unwritable_locked();
   void make_writable_locked();
   bool rmbe_eyecatcher_ok() const;
+  // Free room in the peer's RMBE within our send limit, and that window's size.
+  uint32_t send_space_locked() const;
+  uint32_t send_window_locked() const;
 
   std::atomic<int> refs_{0};
   std::atomic<int> user_fds_{1};
@@ -211,6 +221,7 @@ class Connection {
   uint16_t tx_seq_acked_ = 0;      // SS: our last CDC the peer's adapter acknowledged
   cdc::CursorSpace rx_space_{16384, 4};
   cdc::CursorSpace tx_space_{16384, 4};
+  uint32_t send_limit_ = 0;        // SO_SNDBUF; 0: the peer's whole RMBE
   uint32_t local_token_ = 0;
   uint32_t peer_token_ = 0;
 

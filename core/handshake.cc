@@ -30,6 +30,16 @@ namespace smcr {
 
 namespace {
 
+// The RMB size of the handshake running on this thread (handshakes run on the
+// application thread inside connect()/accept(), one at a time per thread).
+thread_local uint32_t t_rmb_size = 0;
+struct ScopedRmbSize {
+  explicit ScopedRmbSize(uint32_t size) { t_rmb_size = size; }
+  ~ScopedRmbSize() { t_rmb_size = 0; }
+};
+uint32_t conn_rmb_size() { return t_rmb_size ? t_rmb_size : handshake_config().rmb_size; }
+
+
 uint32_t random_u32() {
   uint32_t v = 0;
   while (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) {
@@ -423,10 +433,10 @@ bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
   LocalRmb& rmb = r->local[static_cast<size_t>(primary)];
   bool ok;
   if (g->shm()) {
-    ok = shm_alloc_rmb(handshake_config().rmb_size, &rmb);
+    ok = shm_alloc_rmb(conn_rmb_size(), &rmb);
   } else {
 #ifdef SMCR_HAVE_VERBS
-    ok = static_cast<VerbsLink*>(g->link())->register_rmb(handshake_config().rmb_size, &rmb);
+    ok = static_cast<VerbsLink*>(g->link())->register_rmb(conn_rmb_size(), &rmb);
 #else
     ok = false;
 #endif
@@ -705,6 +715,11 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
 
 }  // namespace
 
+uint32_t rmb_size_for(const HandshakeRequest& req) {
+  if (req.rmb_size == 0) return handshake_config().rmb_size;
+  return *rmb::decode_size(rmb::encode_size(req.rmb_size));
+}
+
 const HandshakeConfig& handshake_config() {
   static const HandshakeConfig cfg = [] {
     HandshakeConfig c;
@@ -732,7 +747,7 @@ const HandshakeConfig& handshake_config() {
 static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::AcceptConfirm& acc, uint32_t peer_size,
                                                  int64_t deadline, FabricSetup* fs) {
   const ShmIdentity& id = shm_identity();
-  if (!shm_alloc_rmb(handshake_config().rmb_size, &fs->rmb))
+  if (!shm_alloc_rmb(conn_rmb_size(), &fs->rmb))
     return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   ShmHello hello;
   hello.server_qpn = acc.qpn;
@@ -771,7 +786,7 @@ static VerbsLink* verbs_link_with_rmb(int fd, const VerbsPort& port, int64_t dea
   }
   VerbsLink* v = link.get();
   fs->link = std::move(link);
-  if (!v->register_rmb(handshake_config().rmb_size, &fs->rmb)) {
+  if (!v->register_rmb(conn_rmb_size(), &fs->rmb)) {
     *failed = decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
     return nullptr;
   }
@@ -833,8 +848,10 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   return establish_on(g, &rmbs, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
 }
 
-HandshakeOutcome clc_client(int fd, bool have_resources) {
+HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   const HandshakeConfig& cfg = handshake_config();
+  ScopedRmbSize sized(rmb_size_for(req));
+  const bool have_resources = req.have_resources;
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
@@ -954,7 +971,7 @@ HandshakeOutcome clc_client(int fd, bool have_resources) {
 static std::optional<HandshakeOutcome> shm_server_prepare(int fd, int64_t deadline, FabricSetup* fs) {
   if (!Engine::get().serve_shm_rendezvous())
     return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
-  if (!shm_alloc_rmb(handshake_config().rmb_size, &fs->rmb))
+  if (!shm_alloc_rmb(conn_rmb_size(), &fs->rmb))
     return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   fs->qpn = ShmRendezvous::instance().expect(fs->rmb.rkey, fs->rmb.vaddr, fs->rmb.handle);
   fs->gid = shm_identity().gid;
@@ -1061,8 +1078,10 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   return establish_on(g, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
 }
 
-HandshakeOutcome clc_server(int fd, bool have_resources, bool allowed) {
+HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const HandshakeConfig& cfg = handshake_config();
+  ScopedRmbSize sized(rmb_size_for(request));
+  const bool have_resources = request.have_resources, allowed = request.allowed;
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
 
   std::vector<uint8_t> msg;

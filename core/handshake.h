@@ -31,12 +31,23 @@ struct HandshakeConfig {
 // From SMCR_CLC_TIMEOUT_MS, SMCR_RMB_SIZE (validated; logged when ignored).
 const HandshakeConfig& handshake_config();
 
-// have_resources=false: the caller could not reserve what an SMC-R connection
-// needs (e.g. fds); we Decline at once instead of committing (RFC C.1 allows a
-// Decline in place of any expected message) and both ends stay on TCP.
-HandshakeOutcome clc_client(int tcp_fd, bool have_resources = true);
-// allowed = false: the operator's policy keeps this peer on TCP; the server
-// answers the Proposal with a Decline.
-HandshakeOutcome clc_server(int tcp_fd, bool have_resources = true, bool allowed = true);
+struct HandshakeRequest {
+  // false: the caller could not reserve what an SMC-R connection needs (e.g.
+  // fds); we Decline at once instead of committing (RFC C.1 allows a Decline
+  // in place of any expected message) and both ends stay on TCP.
+  bool have_resources = true;
+  // Server only. false: the operator's policy keeps this peer on TCP; the
+  // server answers the Proposal with a Decline.
+  bool allowed = true;
+  // Our RMB's size in bytes, rounded up to an RFC size (16 KiB..512 KiB), as
+  // the application's SO_RCVBUF asked; 0: SMCR_RMB_SIZE or the default.
+  uint32_t rmb_size = 0;
+};
+
+HandshakeOutcome clc_client(int tcp_fd, const HandshakeRequest& req = {});
+HandshakeOutcome clc_server(int tcp_fd, const HandshakeRequest& req = {});
+
+// The RMB size for a request: its own, else the configured one.
+uint32_t rmb_size_for(const HandshakeRequest& req);
 
 }  // namespace smcr

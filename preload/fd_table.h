@@ -57,8 +57,31 @@ class FdTable {
   }
   void set_kind(int fd, uint8_t k) {
     Entry* e = k == kFdUnknown ? find(fd) : find_or_create(fd);
-    if (e) e->kind.store(k, std::memory_order_relaxed);
+    if (!e) return;
+    e->kind.store(k, std::memory_order_relaxed);
+    if (k == kFdUnknown) {  // the number is free: forget what its socket asked for
+      e->rcvbuf.store(0, std::memory_order_relaxed);
+      e->sndbuf.store(0, std::memory_order_relaxed);
+    }
   }
+  // Buffer sizes the application asked for with SO_RCVBUF / SO_SNDBUF
+  // before the connection existed (bytes as the kernel granted them, 0 =
+  // not set): they size the RMB and cap the send window.
+  struct BufferRequest {
+    uint32_t rcvbuf = 0, sndbuf = 0;
+  };
+  BufferRequest buffers(int fd) {
+    Entry* e = find(fd);
+    if (!e) return {};
+    return {e->rcvbuf.load(std::memory_order_relaxed), e->sndbuf.load(std::memory_order_relaxed)};
+  }
+  void set_buffers(int fd, BufferRequest b) {
+    Entry* e = (b.rcvbuf || b.sndbuf) ? find_or_create(fd) : find(fd);
+    if (!e) return;
+    e->rcvbuf.store(b.rcvbuf, std::memory_order_relaxed);
+    e->sndbuf.store(b.sndbuf, std::memory_order_relaxed);
+  }
+
   template <typename F>
   void for_each_conn(F&& f) {
     for (int i = 0; i < kChunks; ++i) {
@@ -73,6 +96,7 @@ class FdTable {
   struct Entry {
     std::atomic<Connection*> conn{nullptr};
     std::atomic<uint8_t> kind{kFdUnknown};
+    std::atomic<uint32_t> rcvbuf{0}, sndbuf{0};
   };
   Entry* find(int fd) {
     if (fd < 0 || fd >= kMaxFd) return nullptr;

@@ -205,6 +205,20 @@ bool policy_allows(uint16_t port, const sockaddr* peer) {
   return peer ? smcr::policy::allows(*p, port, peer, name, exe) : smcr::policy::may_allow(*p, port, name, exe);
 }
 
+bool is_buffer_option(int name) {
+  return name == SO_RCVBUF || name == SO_RCVBUFFORCE || name == SO_SNDBUF || name == SO_SNDBUFFORCE;
+}
+
+// What a successful SO_RCVBUF/SO_SNDBUF(FORCE) gave `fd`: the kernel stores
+// twice the granted size (after its rmem_max/wmem_max clamp) and reports that.
+uint32_t granted_buffer(int fd, int name) {
+  int v = 0;
+  socklen_t l = sizeof v;
+  int which = (name == SO_RCVBUF || name == SO_RCVBUFFORCE) ? SO_RCVBUF : SO_SNDBUF;
+  if (smcr::sys::getsockopt(fd, SOL_SOCKET, which, &v, &l) != 0 || v <= 0) return 0;
+  return static_cast<uint32_t>(v) / 2;
+}
+
 int after_tcp_established(int fd, bool client, bool allowed = true) {
   using smcr::bpfopt::Result;
   Result r = smcr::bpfopt::read_result(fd);
@@ -214,10 +228,16 @@ int after_tcp_established(int fd, bool client, bool allowed = true) {
     return 0;
   }
   Reserved res = reserve(fd);
-  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, res.ok()) : smcr::clc_server(fd, res.ok(), allowed);
+  smcr::preload::FdTable::BufferRequest bufs = fd_table().buffers(fd);
+  smcr::HandshakeRequest req;
+  req.have_resources = res.ok();
+  req.allowed = allowed;
+  req.rmb_size = bufs.rcvbuf;
+  smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);
   if (o.kind != smcr::HandshakeOutcome::Kind::kSmc) res.release();
   switch (o.kind) {
     case smcr::HandshakeOutcome::Kind::kSmc:
+      if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
       install(fd, o.conn, res);
       return 0;
     case smcr::HandshakeOutcome::Kind::kFallback:
@@ -274,8 +294,10 @@ int socket(int domain, int type, int protocol) {
   REAL(socket);
   int fd = real_socket(domain, type, protocol);
   if (fd >= 0 && enabled() && (domain == AF_INET || domain == AF_INET6) && (type & 0xF) == SOCK_STREAM &&
-      (protocol == 0 || protocol == IPPROTO_TCP))
+      (protocol == 0 || protocol == IPPROTO_TCP)) {
     fd_table().set_kind(fd, smcr::preload::kFdTcp);
+    fd_table().set_buffers(fd, {});
+  }
   return fd;
 }
 
@@ -348,6 +370,8 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
     if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
     if (kind != smcr::preload::kFdSmcListener) return nfd;
     fd_table().set_kind(nfd, smcr::preload::kFdTcp);
+    // As in the kernel, an accepted socket has its listener's buffer sizes.
+    fd_table().set_buffers(nfd, fd_table().buffers(fd));
     // Rules about peer addresses are decided now (the listener could not).
     sockaddr_storage local{}, peer{};
     socklen_t ll = sizeof local, pl = sizeof peer;
@@ -543,9 +567,22 @@ int ioctl(int fd, unsigned long req, ...) {
 int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   REAL(setsockopt);
   ConnRef c(fd);
-  if (!c) return real_setsockopt(fd, level, name, val, len);
+  if (!c) {
+    int rc = real_setsockopt(fd, level, name, val, len);
+    if (rc == 0 && level == SOL_SOCKET && is_buffer_option(name) && fd_table().kind(fd) != smcr::preload::kFdUnknown) {
+      // Before the connection exists: SO_RCVBUF sizes its RMB, SO_SNDBUF
+      // caps its send window (what the kernel granted, not what was asked).
+      smcr::preload::FdTable::BufferRequest b = fd_table().buffers(fd);
+      (name == SO_RCVBUF || name == SO_RCVBUFFORCE ? b.rcvbuf : b.sndbuf) = granted_buffer(fd, name);
+      fd_table().set_buffers(fd, b);
+    }
+    return rc;
+  }
   int rc = real_setsockopt(c->tcp_fd(), level, name, val, len);
   if (rc != 0 || level != SOL_SOCKET) return rc;
+  // An RMB keeps its size for the connection's life (it would take a new
+  // RMB and CONFIRM RKEY); the send window follows SO_SNDBUF at once.
+  if (name == SO_SNDBUF || name == SO_SNDBUFFORCE) c->set_send_limit(granted_buffer(c->tcp_fd(), name));
   if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) && len >= sizeof(timeval)) {
     const timeval* tv = static_cast<const timeval*>(val);
     long ms = tv->tv_sec * 1000 + tv->tv_usec / 1000;
@@ -561,7 +598,14 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   REAL(getsockopt);
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
-  return real_getsockopt(c->tcp_fd(), level, name, val, len);
+  int rc = real_getsockopt(c->tcp_fd(), level, name, val, len);
+  if (rc == 0 && level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && val && len) {
+    // The buffers that really hold this connection's bytes: our RMB and the
+    // send window in the peer's, doubled as the kernel reports buffers.
+    int v = static_cast<int>(name == SO_RCVBUF ? c->reported_rcvbuf() : c->reported_sndbuf());
+    memcpy(val, &v, std::min<size_t>(*len, sizeof v));
+  }
+  return rc;
 }
 
 int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
@@ -610,6 +654,7 @@ int dup3(int oldfd, int newfd, int flags) {
     if (old) old->unref();
   } else if (rc >= 0) {
     fd_table().set_kind(rc, fd_table().kind(oldfd));
+    fd_table().set_buffers(rc, fd_table().buffers(oldfd));
   }
   return rc;
 }

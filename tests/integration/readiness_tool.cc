@@ -6,7 +6,8 @@
 //   waited on by two threads, epoll_pwait2, ppoll, pselect, EPOLLRDHUP after
 //   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close,
 //   SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
-//   after a non-blocking connect, several threads writing one connection.
+//   after a non-blocking connect, several threads writing one connection,
+//   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -316,6 +317,65 @@ bool case_threads_writing() {
   return ok;
 }
 
+int get_int_opt(int fd, int name) {
+  int v = -1;
+  socklen_t l = sizeof v;
+  return getsockopt(fd, SOL_SOCKET, name, &v, &l) == 0 ? v : -1;
+}
+
+// SO_RCVBUF before connect() and before listen() (accepted sockets inherit
+// it) size the receive buffers, SO_SNDBUF after connect() bounds what a
+// writer can have outstanding; getsockopt reports twice the size, as the
+// kernel does. Under smc_run these are the RMBs and the send window.
+bool case_buffer_sizes() {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1, rcv_server = 65536, rcv_client = 32768, snd_server = 16384;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(l, SOL_SOCKET, SO_RCVBUF, &rcv_server, sizeof rcv_server);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof addr;
+  if (bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(l, 4) != 0 ||
+      getsockname(l, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) {
+    close(l);
+    return false;
+  }
+  Pair p;
+  std::thread acc([&] { p.b = accept(l, nullptr, nullptr); });
+  p.a = socket(AF_INET, SOCK_STREAM, 0);
+  setsockopt(p.a, SOL_SOCKET, SO_RCVBUF, &rcv_client, sizeof rcv_client);
+  bool connected = connect(p.a, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  acc.join();
+  close(l);
+  if (!connected || p.b < 0) return false;
+  bool rcv_ok = get_int_opt(p.a, SO_RCVBUF) == 2 * rcv_client && get_int_opt(p.b, SO_RCVBUF) == 2 * rcv_server;
+  setsockopt(p.b, SOL_SOCKET, SO_SNDBUF, &snd_server, sizeof snd_server);
+  bool snd_ok = get_int_opt(p.b, SO_SNDBUF) == 2 * snd_server;
+  // Fill the path with the reader idle: the buffers bound what fits.
+  fcntl(p.b, F_SETFL, O_NONBLOCK);
+  std::string sent;
+  char chunk[1024];
+  for (unsigned i = 0;; ++i) {
+    memset(chunk, static_cast<int>('A' + i % 26), sizeof chunk);
+    ssize_t n = send(p.b, chunk, sizeof chunk, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent.append(chunk, static_cast<size_t>(n));
+    if (sent.size() > (8u << 20)) break;  // unbounded: fails below
+  }
+  bool eagain = errno == EAGAIN || errno == EWOULDBLOCK;
+  // Lower bound: the smaller buffer fits; upper: both doubled plus slack.
+  size_t upper = 2 * (2 * snd_server + 2 * rcv_client) + 16384;
+  bool bounded = sent.size() >= static_cast<size_t>(snd_server) / 2 && sent.size() <= upper;
+  std::string got(sent.size(), '\0');
+  bool all = recv(p.a, &got[0], got.size(), MSG_WAITALL) == static_cast<ssize_t>(got.size()) && got == sent;
+  if (!(rcv_ok && snd_ok && eagain && bounded && all))
+    fprintf(stderr, "buffer_sizes: rcvbuf a=%d b=%d sndbuf b=%d filled=%zu (bounds %d..%zu) eagain=%d read=%d\n",
+            get_int_opt(p.a, SO_RCVBUF), get_int_opt(p.b, SO_RCVBUF), get_int_opt(p.b, SO_SNDBUF), sent.size(),
+            snd_server / 2, upper, eagain, all);
+  return rcv_ok && snd_ok && eagain && bounded && all;
+}
+
 }  // namespace
 
 int main() {
@@ -348,6 +408,7 @@ int main() {
       {"restart_with_sa_restart", [] { return eintr_case(true); }},
       {"so_error_after_nonblocking_connect", case_so_error_nonblocking_connect},
       {"threads_writing_one_connection", case_threads_writing},
+      {"buffer_sizes", case_buffer_sizes},
   };
   for (const Case& c : cases)
     if (!g_only || strcmp(g_only, c.name) == 0) report(c.name, c.run());

@@ -48,5 +48,5 @@ for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$RPLAIN"); do
   check "SMC-R: $name" grep -q "^case=$name ok=1" <<<"$RSMC"
 done
 check "readiness: its connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
-  [ "$(stat_sum smc_active)" -ge 14 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
+  [ "$(stat_sum smc_active)" -ge 15 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
 finish
