@@ -14,6 +14,7 @@
 
 #include "core/engine.h"
 #include "core/env.h"
+#include "core/handoff.h"
 #include "core/link_group.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -135,6 +136,8 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->tcp_fd_ = s.tcp_fd;
   c->active_ = s.active;
   c->owner_generation_ = process_generation();
+  c->forks_at_create_ = handoff::forks_made();
+  c->handoff_ = handoff::alloc_state();
   c->rx_prod_ = c->rx_cons_ = c->rx_cons_sent_ = c->rx_space_.initial();
   c->tx_prod_ = c->tx_cons_peer_ = c->tx_space_.initial();
   if (s.rmbe_base == 4) std::memcpy(c->rmb_.addr, kRmbeEyecatcher, 4);
@@ -167,7 +170,10 @@ void Connection::reset_fields() {
   aborted_ = reset_reported_ = tcp_reset_ = link_dead_ = shut_rd_ = app_closed_ = released_ = false;
   peer_lost_ = linger_abort_ = tcp_gone_ = false;
   user_fds_.store(1);
-  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  handoff_ = nullptr;
+  relayed_ = false;
+  handover_seen_.store(false);
+  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
   state_ = CloseState::kActive;
   timer_deadline_.store(0);
   inbox_.clear();
@@ -208,6 +214,69 @@ void Connection::forget_in_child() {
   // Only this process's descriptors: the parent's connection is untouched.
   for (int fd : {app_fd_, engine_end_, tcp_fd_})
     if (fd >= 0) sys::close(fd);
+}
+
+// How long a child's call on an inherited connection waits for the parent
+// to let go of it (accept-then-fork servers close their copy at once).
+constexpr int kHandoverWaitMs = 2000;
+
+bool Connection::handed_over() {
+  if (handover_seen_.load(std::memory_order_acquire)) return true;
+  if (!handoff_) return false;
+  handoff::State s = handoff::wait_while_owned(handoff_, kHandoverWaitMs);
+  if (s != handoff::kRelay && s != handoff::kGone) return false;
+  if (!handover_seen_.exchange(true)) {
+    // Our inherited copies of the readiness pair would keep the stream open
+    // after the parent's relay (or the parent) is gone.
+    for (int* fd : {&app_fd_, &engine_end_}) {
+      if (*fd >= 0) sys::close(*fd);
+      *fd = -1;
+    }
+  }
+  return true;
+}
+
+bool Connection::hand_over_locked() {
+  if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || app_fd_ < 0 || engine_end_ < 0)
+    return false;
+  // The readiness bytes are ours: none may reach the child as data.
+  char junk[64];
+  while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+  }
+  rd_rung_ = false;
+  make_writable_locked();
+  sys::close(app_fd_);
+  app_fd_ = -1;
+  // Still open elsewhere? With every other copy closed the engine end hangs up.
+  pollfd p{engine_end_, 0, 0};
+  if (sys::poll(&p, 1, 0) < 0 || (p.revents & POLLHUP)) return false;
+  uint32_t unread = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+  if (eof_signalled_ && unread > 0) {
+    // The child's socket already shows end-of-file; these bytes could not
+    // follow it. Close as TCP does with unread data: abortively.
+    SMCR_LOG(1, "conn %08x: handover after the peer's EOF with %u unread bytes: aborting", local_token_, unread);
+    return false;
+  }
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  int child_fd = engine_end_;
+  app_fd_ = sys::hide_fd(sv[0]);
+  engine_end_ = sys::hide_fd(sv[1]);
+  int small = 1;  // as for any readiness socket: writable state in a few bytes
+  sys::setsockopt(app_fd_, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  if (unread > 0) ring_readable_locked();
+  if (peer_write_closed(state_)) signal_eof_locked();
+  relayed_ = true;
+  if (!handoff::start_relay(this, child_fd, app_fd_)) {
+    sys::close(child_fd);
+    relayed_ = false;
+    return false;
+  }
+  counters().handovers.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: handed over to a forked child (relayed)", local_token_);
+  handoff::publish(handoff_, handoff::kRelay);
+  return true;
 }
 
 void Connection::process_exit() {
@@ -336,6 +405,18 @@ void Connection::clear_readable_locked() {
 
 void Connection::signal_eof_locked() {
   if (eof_signalled_ || engine_end_ < 0) return;
+  bool may_be_handed_over = handoff_ && (forks_at_create_ != handoff::forks_made() || (!active_ && !app_has_read_));
+  if (!shut_rd_ && !aborted_ && may_be_handed_over && rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) {
+    // A forked child may yet be handed this socket (core/handoff.h): an
+    // accepted connection the application has not read from (accept-then-
+    // fork servers fork before reading), or one that existed across a fork.
+    // Its end-of-file must come after the data, so it waits until that is
+    // read: a relay could not put bytes in front of it.
+    eof_deferred_ = true;
+    ring_readable_locked();
+    return;
+  }
+  eof_deferred_ = false;
   sys::shutdown(engine_end_, SHUT_WR);
   eof_signalled_ = true;
 }
@@ -495,9 +576,11 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       done += n;
       if (peek) return static_cast<ssize_t>(done);
       rx_cons_ = rx_space_.advance(rx_cons_, n);
+      app_has_read_ = true;
       counters().rx_bytes.fetch_add(n, std::memory_order_relaxed);
       rx_bytes_ += n;
       maybe_send_consumer_update_locked();
+      if (eof_deferred_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) signal_eof_locked();
       if (done == want || !waitall) {
         if (avail == n && !peer_write_closed(state_)) clear_readable_locked();
         return static_cast<ssize_t>(done);
@@ -676,6 +759,11 @@ int Connection::shutdown(int how) {
 
 void Connection::app_close(bool abortive) {
   std::unique_lock<Connection> lock(*this);
+  // As a TCP socket's file outlives close() while a forked child holds it
+  // (even with SO_LINGER 0: only the last close resets).
+  if (!app_closed_ && !relayed_ && handoff_ && forks_at_create_ != handoff::forks_made() && !foreign() &&
+      hand_over_locked())
+    return;  // the relay thread owns the fd table's reference now
   if (!app_closed_) {
     app_closed_ = true;
     apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
@@ -750,6 +838,12 @@ void Connection::release_resources_locked() {
     if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);
   }
   rx_prod_ = rx_cons_;
+  if (handoff_) {
+    // A child still waiting for this connection learns it is over.
+    if (!relayed_) handoff::publish(handoff_, handoff::kGone);
+    handoff::free_state(handoff_);
+    handoff_ = nullptr;
+  }
   LinkGroup* g = group_;
   uint32_t token = local_token_;
   group_ = nullptr;

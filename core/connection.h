@@ -86,6 +86,10 @@ class Connection {
   // TCP socket would. See docs/ARCHITECTURE.md.
   bool foreign() const;
   void forget_in_child();
+  // In a forked child: true once the owner has handed the connection over
+  // (core/handoff.h), waiting a moment while it still holds it; the child's
+  // descriptor is then a plain stream socket to the owner's relay.
+  bool handed_over();
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -184,6 +188,9 @@ class Connection {
   void make_unwritable_locked();
   void make_writable_locked();
   bool rmbe_eyecatcher_ok() const;
+  // The owner closed its last descriptor while a forked child may hold the
+  // application's socket: relay to it instead of closing (core/handoff.h).
+  bool hand_over_locked();
   // Free room in the peer's RMBE within our send limit, and that window's size.
   uint32_t send_space_locked() const;
   uint32_t send_window_locked() const;
@@ -191,6 +198,10 @@ class Connection {
   std::atomic<int> refs_{0};
   std::atomic<int> user_fds_{1};
   uint64_t owner_generation_ = 0;  // process_generation() of the process that made it
+  uint64_t forks_at_create_ = 0;   // handoff::forks_made() when it was made
+  std::atomic<uint32_t>* handoff_ = nullptr;  // shared with forked children
+  bool relayed_ = false;           // owner side: a relay thread carries it for a child
+  std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;
@@ -247,6 +258,8 @@ class Connection {
   bool app_closed_ = false;
   bool released_ = false;
   bool rd_rung_ = false, wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
+  bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
+  bool app_has_read_ = false;      // the application consumed bytes (not just peeked)
   CloseState state_ = CloseState::kActive;
   std::atomic<int64_t> timer_deadline_{0};
 };

@@ -120,6 +120,7 @@ std::string format_counters() {
   put("lgr_created", c.lgr_created.load());
   put("lgr_reused", c.lgr_reused.load());
   put("aborts", c.aborts.load());
+  put("handovers", c.handovers.load());
   put("link_send_errors", c.link_send_errors.load());
   put("last_link_send_errno", static_cast<uint64_t>(c.last_link_send_errno.load()));
   put("protocol_violations", c.protocol_violations.load());

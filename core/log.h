@@ -51,6 +51,7 @@ struct Counters {
   std::atomic<uint64_t> lgr_created{0};    // first contacts: new link groups
   std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
   std::atomic<uint64_t> aborts{0};
+  std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> link_send_errors{0};
   std::atomic<int> last_link_send_errno{0};
   std::atomic<uint64_t> protocol_violations{0};

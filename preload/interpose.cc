@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "bpf/option.h"
 #include "core/connection.h"
@@ -70,7 +71,7 @@ F resolve(const char* name) {
   X(socket) X(connect) X(listen) X(accept4) X(close) X(shutdown) X(read) X(write) X(readv)      \
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
-  X(recvmmsg) X(sendmmsg)
+  X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -117,10 +118,17 @@ bool enabled() {
   return on;
 }
 
-// Holds a referenced connection for the duration of one call.
+// Holds a referenced connection for the duration of one call. A connection
+// inherited from the parent and handed over to us (core/handoff.h) is none:
+// the descriptor is a plain stream socket now.
 struct ConnRef {
   Connection* c;
-  explicit ConnRef(int fd) : c(fd_table().get(fd)) {}
+  explicit ConnRef(int fd) : c(fd_table().get(fd)) {
+    if (c && c->foreign() && c->handed_over()) {
+      c->unref();
+      c = nullptr;
+    }
+  }
   ~ConnRef() {
     if (c) c->unref();
   }
@@ -186,6 +194,17 @@ void reset_socket(int fd) {
   } else {
     smcr::sys::shutdown(fd, SHUT_RDWR);
   }
+}
+
+// The TCP socket of a connection this process inherited from its parent
+// (fork), or -1.
+int inherited_tcp_fd(int fd) {
+  if (!fd_table().has_conn(fd)) return -1;
+  Connection* c = fd_table().get(fd);
+  if (!c) return -1;
+  int tcp = c->foreign() ? c->tcp_fd() : -1;
+  c->unref();
+  return tcp;
 }
 
 // After the TCP handshake: SMC-R if both ends offered it. Returns 0 when the
@@ -520,6 +539,17 @@ int fcntl(int fd, int cmd, ...) {
   return rc;
 }
 
+// Programs built with _FILE_OFFSET_BITS=64 (redis, nginx and most of Debian)
+// call fcntl64; without this their O_NONBLOCK never reached the connection.
+// On 64-bit systems the two take the same arguments.
+int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return fcntl(fd, cmd, arg);
+}
+
 int ioctl(int fd, unsigned long req, ...) {
   REAL(ioctl);
   va_list ap;
@@ -566,6 +596,9 @@ int ioctl(int fd, unsigned long req, ...) {
 
 int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   REAL(setsockopt);
+  // Inherited from the parent (handed over or not): options are the TCP
+  // socket's (TCP_NODELAY on the relayed stream socket would fail).
+  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_setsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) {
     int rc = real_setsockopt(fd, level, name, val, len);
@@ -596,6 +629,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
 
 int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   REAL(getsockopt);
+  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_getsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
   int rc = real_getsockopt(c->tcp_fd(), level, name, val, len);
@@ -608,16 +642,23 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   return rc;
 }
 
+// Addresses come from the TCP socket, for a connection handed over from the
+// parent too (its relayed stream socket has AF_UNIX addresses).
+static int tcp_fd_for_addresses(int fd) {
+  ConnRef c(fd);
+  if (c) return c->tcp_fd();
+  int tcp = inherited_tcp_fd(fd);
+  return tcp >= 0 ? tcp : fd;
+}
+
 int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
   REAL(getsockname);
-  ConnRef c(fd);
-  return real_getsockname(c ? c->tcp_fd() : fd, addr, len);
+  return real_getsockname(tcp_fd_for_addresses(fd), addr, len);
 }
 
 int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
   REAL(getpeername);
-  ConnRef c(fd);
-  return real_getpeername(c ? c->tcp_fd() : fd, addr, len);
+  return real_getpeername(tcp_fd_for_addresses(fd), addr, len);
 }
 
 int dup(int fd) {
@@ -812,6 +853,89 @@ int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
     msgs[sent].msg_len = static_cast<unsigned int>(r);
   }
   return static_cast<int>(sent);
+}
+
+// --- exec. A connection handed over from the parent (core/handoff.h) is a
+// plain stream socket the new program can use as it is (inetd-style servers
+// dup it onto 0 and 1 and exec). One the parent still holds would carry its
+// readiness bytes, never data, so before an exec the descriptors that survive
+// it wait for the handover; if it does not come they are replaced by a
+// socket that reads end-of-file, rather than handing the new program bytes
+// that are not the peer's.
+namespace {
+void prepare_exec() {
+  fd_table().for_each_conn([](int fd) {
+    Connection* c = fd_table().get(fd);
+    if (!c) return;
+    int fdflags = smcr::sys::fcntl(fd, F_GETFD);
+    if (c->foreign() && fdflags >= 0 && !(fdflags & FD_CLOEXEC) && !c->handed_over()) {
+      SMCR_LOG(1, "fd %d: exec while the parent still holds its SMC-R connection: the new program gets end-of-file",
+               fd);
+      int sv[2];
+      if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+        smcr::sys::dup3(sv[0], fd, 0);
+        smcr::sys::close(sv[0]);
+        smcr::sys::close(sv[1]);
+      }
+    }
+    c->unref();
+  });
+}
+
+std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
+  std::vector<char*> args{const_cast<char*>(arg0)};
+  while (args.back()) args.push_back(va_arg(ap, char*));
+  if (envp) *envp = va_arg(ap, char**);
+  return args;
+}
+}  // namespace
+
+int execve(const char* path, char* const argv[], char* const envp[]) {
+  REAL(execve);
+  prepare_exec();
+  return real_execve(path, argv, envp);
+}
+
+int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  REAL(execvpe);
+  prepare_exec();
+  return real_execvpe(file, argv, envp);
+}
+
+int fexecve(int fd, char* const argv[], char* const envp[]) {
+  REAL(fexecve);
+  prepare_exec();
+  return real_fexecve(fd, argv, envp);
+}
+
+// glibc's execv/execvp/execl* reach execve through internal aliases, past
+// this shim: each is routed here instead.
+int execv(const char* path, char* const argv[]) { return execve(path, argv, environ); }
+int execvp(const char* file, char* const argv[]) { return execvpe(file, argv, environ); }
+
+int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> args = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  return execve(path, args.data(), environ);
+}
+
+int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> args = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  return execvpe(file, args.data(), environ);
+}
+
+int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** envp = nullptr;
+  std::vector<char*> args = collect_args(arg, ap, &envp);
+  va_end(ap);
+  return execve(path, args.data(), envp);
 }
 
 int dup2(int oldfd, int newfd) {

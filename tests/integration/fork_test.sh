@@ -7,7 +7,12 @@
 #    instead of corrupting the parent's stream;
 #  - a child makes SMC-R connections of its own (new engine, new groups);
 #  - the parent's stream stays intact throughout (compared byte for byte).
-# The same script over plain TCP is the positive control for the data checks.
+# Handing a connection to a child (core/handoff.h): accept-then-fork servers
+# whose parent closes its copy -- Python's socketserver.ForkingTCPServer, a
+# parent that closes only after its child started reading, and inetd-style
+# dup2 onto 0/1 + exec of cat -- serve SMC-R clients whole (SHA-256), with
+# the server counting one handover per connection and no aborts.
+# The same scripts over plain TCP are the positive control for the data checks.
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 
@@ -92,4 +97,74 @@ timeout 30 tail --pid="$spid" -f /dev/null; srv_rc=$?
 log "exec: $OUT"
 check "exec: the SMC-R fd reads end-of-file in the new program" grep -q "exec_read=b''" <<<"$OUT"
 check "exec: the server's side of the connection ended (server exited)" [ "$srv_rc" = 0 ]
+# --- handing connections to forked children ---------------------------------
+SERVERS='
+import os, signal, socket, socketserver, sys, time
+kind, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+if kind == "forkingmixin":
+    class Echo(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while True:
+                b = self.request.recv(65536)
+                if not b: break
+                self.request.sendall(b)
+            self.request.shutdown(socket.SHUT_WR)
+    class Server(socketserver.ForkingTCPServer):
+        allow_reuse_address = True
+    srv = Server(("127.0.0.1", port), Echo)
+    for _ in range(n): srv.handle_request()
+    srv.server_close()
+    sys.exit(0)
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(16)
+for _ in range(n):
+    c, _ = l.accept()
+    if os.fork() == 0:
+        l.close()
+        os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
+        os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
+    if kind == "late_close": time.sleep(0.3)   # the child is already using it
+    c.close()
+time.sleep(0.5)
+'
+CLIENT='
+import hashlib, os, socket, sys, threading
+port, size = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+data = os.urandom(size)
+def writer():
+    s.sendall(data); s.shutdown(socket.SHUT_WR)   # request, then half-close
+t = threading.Thread(target=writer); t.start()
+got = bytearray()
+while True:
+    b = s.recv(1 << 20)
+    if not b: break
+    got += b
+t.join()
+print("echo=%s" % ("ok" if hashlib.sha256(got).digest() == hashlib.sha256(data).digest() else "BAD(%d/%d)" % (len(got), size)))
+'
+SIZES="1 100000 3000000 20000000"
+handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap python3 -c "$SERVERS" "$2" "$port" 4
+  local spid=$BG_PID
+  wait_port "$port" || { log "$2 server did not start"; HOUT=; return 1; }
+  HOUT=$(for size in $SIZES; do $wrap timeout 60 python3 -c "$CLIENT" "$port" "$size" 2>&1 | tail -1; done)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1 $2: $(tr '\n' ' ' <<<"$HOUT")"
+}
+for kind in forkingmixin late_close inetd_exec; do
+  handoff_run plain "$kind"
+  check "plain TCP $kind: every echo intact" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
+  handoff_run smc "$kind"
+  check "SMC-R $kind: every echo intact (1 B .. 20 MB, with half-close)" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
+  check "SMC-R $kind: all 4 connections were SMC-R at both ends" \
+    [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum smc_passive)" = 4 ]
+  check "SMC-R $kind: the server handed each connection to its child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
+  check "SMC-R $kind: no connection was aborted" [ "$(stat_sum aborts)" = 0 ]
+done
 finish

@@ -7,7 +7,7 @@ require_bpf
 TOOL="$SMCR_BUILD_DIR/tests/integration/semantics_tool"
 
 # The instrument: the tool really calls the fortified entry points.
-for sym in __read_chk __recv_chk __recvfrom_chk sendfile splice sendmmsg recvmmsg; do
+for sym in __read_chk __recv_chk __recvfrom_chk fcntl64 sendfile64 splice sendmmsg recvmmsg; do
   check "semantics_tool calls $sym" bash -c "nm -D '$TOOL' | grep -qw '$sym'"
 done
 

@@ -256,6 +256,20 @@ bool mmsg_case(int fd) {
   return got == "one.two..three...four....";
 }
 
+// With _FILE_OFFSET_BITS=64, fcntl() is glibc's fcntl64: O_NONBLOCK set
+// through it must make an empty socket's recv() fail with EAGAIN at once.
+bool fcntl64_nonblocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return false;
+  char b;
+  ssize_t r = recv(fd, &b, 1, 0);
+  bool eagain = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  fcntl(fd, F_SETFL, fl);
+  // Blocking again: the echo of one byte waits for it.
+  bool blocking = write_all(fd, "z", 1) && recv(fd, &b, 1, 0) == 1 && b == 'z';
+  return eagain && blocking;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,6 +293,9 @@ int main(int argc, char** argv) {
   report("sendfile_offset_3m", sendfile_case(fd, true));
   report("splice_both_ways_1m", splice_case(fd));
   report("sendmmsg_recvmmsg", mmsg_case(fd));
+  alarm(20);  // a recv that ignores O_NONBLOCK would block forever
+  report("fcntl64_nonblocking", fcntl64_nonblocking(fd));
+  alarm(0);
   struct tcp_info ti{};
   socklen_t len = sizeof ti;
   getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
