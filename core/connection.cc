@@ -537,6 +537,11 @@ ssize_t refuse_foreign(uint32_t token) {
 
 ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
+  if (flags & MSG_OOB) {
+    // No urgent data is ever pending (sending it is refused): TCP's answer.
+    errno = EINVAL;
+    return -1;
+  }
   size_t want = iov_total(iov, iovcnt);
   bool peek = flags & MSG_PEEK;
   // As TCP: MSG_PEEK | MSG_WAITALL waits until the whole length can be seen.
@@ -627,6 +632,12 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
 
 ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
+  if (flags & MSG_OOB) {
+    // Urgent data (the CDC urgent flags) is not implemented: refused rather
+    // than sent as ordinary bytes the peer would take for the stream's.
+    errno = EOPNOTSUPP;
+    return -1;
+  }
   size_t want = iov_total(iov, iovcnt);
   std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);

@@ -36,6 +36,38 @@ for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$PLAIN"); do
 done
 check "SMC-R: both ends were SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 check "SMC-R: TCP carried only the handshake" [ "$(field tcp_bytes_received "$OUT")" -lt 200 ]
+# Urgent data is not implemented on SMC-R: send(MSG_OOB) must fail with
+# EOPNOTSUPP rather than put the byte into the stream, and recv(MSG_OOB)
+# answers EINVAL as TCP does with no urgent data pending. The stream is intact
+# around both (checked by echoing through the echo server).
+OOB='
+import errno, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def err(f):
+    try: f(); return "none"
+    except OSError as e: return errno.errorcode.get(e.errno, str(e.errno))
+s.sendall(b"before")
+recv_oob = err(lambda: s.recv(1, socket.MSG_OOB))
+send_oob = err(lambda: s.send(b"!", socket.MSG_OOB))
+s.sendall(b"after")
+got = b""
+while len(got) < 11:
+    b = s.recv(64)
+    if not b: break
+    got += b
+print("recv_oob=%s send_oob=%s stream=%s" % (recv_oob, send_oob, got.decode(errors="replace")))
+'
+port=$(free_port); reset_stats
+bg under_smc "$ECHO_TOOL" server --port "$port" --max-conns 1
+spid=$BG_PID; wait_port "$port"
+OOBOUT=$(under_smc timeout 30 python3 -c "$OOB" "$port" 2>&1)
+timeout 30 tail --pid="$spid" -f /dev/null
+log "MSG_OOB on SMC-R: $OOBOUT"
+check "SMC-R: recv(MSG_OOB) with no urgent data fails with EINVAL, as TCP" grep -q "recv_oob=EINVAL" <<<"$OOBOUT"
+check "SMC-R: send(MSG_OOB) is refused with EOPNOTSUPP (not implemented)" grep -Eq "send_oob=(EOPNOTSUPP|ENOTSUP) " <<<"$OOBOUT"
+check "SMC-R: the stream around them is intact (no stray urgent byte)" grep -q "stream=beforeafter$" <<<"$OOBOUT"
+check "SMC-R: that connection was SMC-R" [ "$(stat_sum smc_active)" = 1 ]
+
 # Readiness, signals and errors, peer in the same process (readiness_tool).
 R="$SMCR_BUILD_DIR/tests/integration/readiness_tool"
 reset_stats
