@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -174,6 +176,10 @@ void Connection::reset_fields() {
   relayed_ = false;
   handover_seen_.store(false);
   rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
+  rx_urgent_ = Urgent::kNone;
+  rx_urgent_mark_ = cdc::Cursor{};
+  rx_urgent_byte_ = 0;
+  oob_inline_ = priority_raised_ = tx_urgent_ = false;
   state_ = CloseState::kActive;
   timer_deadline_.store(0);
   inbox_.clear();
@@ -239,6 +245,9 @@ bool Connection::handed_over() {
 bool Connection::hand_over_locked() {
   if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || app_fd_ < 0 || engine_end_ < 0)
     return false;
+  // The peer closed both ways and nothing is left to read: a child could only
+  // read end-of-file and fail to write, which a closed connection gives too.
+  if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
   // The readiness bytes are ours: none may reach the child as data.
   char junk[64];
   while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
@@ -383,6 +392,76 @@ uint32_t Connection::bytes_readable() {
   return rx_space_.used(rx_prod_, rx_cons_).value_or(0);
 }
 
+// ---------------------------------------------------------------- urgent data
+
+void Connection::urgent_arrived_locked(const cdc::Cursor& producer) {
+  // The byte just before the producer cursor (the cursor is 1 past it).
+  cdc::Cursor mark = producer;
+  if (mark.offset == rx_space_.base()) {
+    mark.offset = rx_space_.length() - 1;
+    --mark.wrap;
+  } else {
+    --mark.offset;
+  }
+  rx_urgent_mark_ = mark;
+  rx_urgent_byte_ = rmb_.addr[mark.offset];
+  rx_urgent_ = Urgent::kValid;
+  raise_priority_locked();
+}
+
+ssize_t Connection::recv_urgent_locked(const iovec* iov, int iovcnt, int flags) {
+  // TCP's answers: EINVAL with no urgent byte (or one already read or kept
+  // in line).
+  if (rx_urgent_ != Urgent::kValid || oob_inline_ || aborted_) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (iov_total(iov, iovcnt) == 0) return 0;
+  IovCursor out(iov, iovcnt);
+  out.copy(&rx_urgent_byte_, 1, true);
+  if (!(flags & MSG_PEEK)) {
+    rx_urgent_ = Urgent::kRead;
+    lower_priority_locked();
+  }
+  return 1;
+}
+
+void Connection::urgent_done_locked() {
+  rx_urgent_ = Urgent::kNone;
+  lower_priority_locked();
+}
+
+bool Connection::at_urgent_mark() {
+  std::lock_guard<Connection> lock(*this);
+  return rx_urgent_ != Urgent::kNone && rx_cons_ == rx_urgent_mark_;
+}
+
+void Connection::set_oob_inline(bool on) {
+  std::lock_guard<Connection> lock(*this);
+  oob_inline_ = on;
+}
+
+void Connection::raise_priority_locked() {
+  if (priority_raised_ || engine_end_ < 0 || eof_signalled_ || reset_signalled_) return;
+  // POLLPRI on the application's fd, and SIGURG to its owner (F_SETOWN).
+  char u = 'u';
+  if (sys::send(engine_end_, &u, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) == 1) priority_raised_ = true;
+}
+
+void Connection::lower_priority_locked() {
+  if (!priority_raised_ || app_fd_ < 0) return;
+  char u;
+  sys::recv(app_fd_, &u, 1, MSG_OOB | MSG_DONTWAIT);
+  priority_raised_ = false;
+  // The emptied out-of-band record still reads as "readable" until a normal
+  // receive passes it: start the readiness bytes afresh.
+  char junk[64];
+  while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+  }
+  rd_rung_ = false;
+  if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
+}
+
 bool Connection::rmbe_eyecatcher_ok() const {
   return rx_space_.base() < 4 || std::memcmp(rmb_.addr, kRmbeEyecatcher, 4) == 0;
 }
@@ -398,7 +477,12 @@ void Connection::ring_readable_locked() {
 void Connection::clear_readable_locked() {
   if (!rd_rung_ || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
   char buf[64];
-  while (sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  for (;;) {
+    // A receive that reached the out-of-band byte would throw it away
+    // (and POLLPRI with it): stop at its mark.
+    int at_mark = 0;
+    if (priority_raised_ && (sys::ioctl(app_fd_, SIOCATMARK, &at_mark) != 0 || at_mark)) break;
+    if (sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
   }
   rd_rung_ = false;
 }
@@ -453,6 +537,7 @@ cdc::Message Connection::next_cdc_locked(bool done, bool close, bool abort) {
   m.producer = tx_prod_;
   m.consumer = rx_cons_;
   m.flags.writer_blocked = tx_window_full_;
+  m.flags.urgent_pending = m.flags.urgent_present = tx_urgent_;
   m.flags.peer_done_writing = done || sent_done_;
   m.flags.peer_conn_closed = close;
   m.flags.peer_conn_abort = abort;
@@ -537,17 +622,13 @@ ssize_t refuse_foreign(uint32_t token) {
 
 ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
-  if (flags & MSG_OOB) {
-    // No urgent data is ever pending (sending it is refused): TCP's answer.
-    errno = EINVAL;
-    return -1;
-  }
   size_t want = iov_total(iov, iovcnt);
   bool peek = flags & MSG_PEEK;
   // As TCP: MSG_PEEK | MSG_WAITALL waits until the whole length can be seen.
   bool peek_waitall = peek && (flags & MSG_WAITALL);
   bool waitall = (flags & MSG_WAITALL) && !peek;
   std::unique_lock<Connection> lock(*this);
+  if (flags & MSG_OOB) return recv_urgent_locked(iov, iovcnt, flags);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   if (want == 0) return 0;
   IovCursor out(iov, iovcnt);
@@ -575,6 +656,22 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       uint32_t n = static_cast<uint32_t>(std::min<size_t>(avail, want - done));
+      bool passes_urgent = false;
+      if (rx_urgent_ != Urgent::kNone) {
+        // As TCP: a read stops at the urgent byte; from it, the byte is read
+        // in line (SO_OOBINLINE) or skipped (it is recv(MSG_OOB)'s).
+        uint32_t to_mark = rx_space_.used(rx_urgent_mark_, rx_cons_).value_or(0);
+        if (to_mark == 0 && done > 0) return static_cast<ssize_t>(done);
+        if (to_mark == 0 && !oob_inline_) {
+          // (A MSG_PEEK here consumes the urgent byte too: rare enough.)
+          rx_cons_ = rx_space_.advance(rx_cons_, 1);
+          urgent_done_locked();
+          send_cdc_locked(false, false, false);  // RFC 4.7.5: always update after urgent data
+          continue;
+        }
+        if (to_mark > 0) n = std::min(n, to_mark);
+        else passes_urgent = !peek;
+      }
       uint32_t first = std::min(n, rx_space_.contiguous_to_end(rx_cons_));
       out.copy(rmb_.addr + rx_cons_.offset, first, true);
       if (n > first) out.copy(rmb_.addr + rx_space_.base(), n - first, true);
@@ -582,6 +679,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       if (peek) return static_cast<ssize_t>(done);
       rx_cons_ = rx_space_.advance(rx_cons_, n);
       app_has_read_ = true;
+      if (passes_urgent) urgent_done_locked();
       counters().rx_bytes.fetch_add(n, std::memory_order_relaxed);
       rx_bytes_ += n;
       maybe_send_consumer_update_locked();
@@ -632,12 +730,6 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
 
 ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
-  if (flags & MSG_OOB) {
-    // Urgent data (the CDC urgent flags) is not implemented: refused rather
-    // than sent as ordinary bytes the peer would take for the stream's.
-    errno = EOPNOTSUPP;
-    return -1;
-  }
   size_t want = iov_total(iov, iovcnt);
   std::unique_lock<Connection> lock(*this);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
@@ -713,7 +805,12 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       tx_window_full_ = (n == space);
       counters().tx_bytes.fetch_add(n, std::memory_order_relaxed);
       tx_bytes_ += n;
-      if (!send_cdc_locked(false, false, false)) {
+      // MSG_OOB: the last byte of the send is urgent (TCP's rule); the CDC
+      // that completes it carries P and U (RFC 7609 4.7.5, scenario 5).
+      tx_urgent_ = (flags & MSG_OOB) && done == want;
+      bool posted = send_cdc_locked(false, false, false);
+      tx_urgent_ = false;
+      if (!posted) {
         aborted_ = true;
         signal_reset_locked();
         continue;
@@ -1066,6 +1163,7 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
     make_writable_locked();
   }
   if (data_arrived) ring_readable_locked();
+  if (data_arrived && m.flags.urgent_present) urgent_arrived_locked(m.producer);
   if (m.flags.peer_conn_closed && !peer_closed_) {
     peer_closed_ = true;
     peer_done_ = true;

@@ -108,6 +108,11 @@ class Connection {
   // the connection can no longer send).
   uint32_t bytes_writable();
   uint32_t bytes_unsent() { return 0; }  // writes complete synchronously
+  // Urgent data (RFC 7609 4.7.5; TCP's one urgent byte, the last of a
+  // send(MSG_OOB)): SIOCATMARK, and SO_OOBINLINE (the urgent byte stays in
+  // the stream instead of being read with recv(MSG_OOB)).
+  bool at_urgent_mark();
+  void set_oob_inline(bool on);
   // SO_SNDBUF: at most `bytes` of ours unconsumed in the peer's RMBE at a
   // time (0: the whole RMBE), as a TCP send buffer bounds unacknowledged data.
   void set_send_limit(uint32_t bytes);
@@ -188,6 +193,14 @@ class Connection {
   void make_unwritable_locked();
   void make_writable_locked();
   bool rmbe_eyecatcher_ok() const;
+  // Urgent data: the peer's CDC with U names the byte before its producer
+  // cursor; POLLPRI/SIGURG come from an AF_UNIX out-of-band byte on the
+  // readiness socket while that byte is neither read nor passed.
+  void urgent_arrived_locked(const cdc::Cursor& producer);
+  ssize_t recv_urgent_locked(const iovec* iov, int iovcnt, int flags);
+  void urgent_done_locked();
+  void raise_priority_locked();
+  void lower_priority_locked();
   // The owner closed its last descriptor while a forked child may hold the
   // application's socket: relay to it instead of closing (core/handoff.h).
   bool hand_over_locked();
@@ -259,6 +272,13 @@ class Connection {
   bool released_ = false;
   bool rd_rung_ = false, wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
   bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
+  enum class Urgent : uint8_t { kNone, kValid, kRead };
+  Urgent rx_urgent_ = Urgent::kNone;
+  cdc::Cursor rx_urgent_mark_;     // the urgent byte in our RMBE
+  uint8_t rx_urgent_byte_ = 0;
+  bool oob_inline_ = false;        // SO_OOBINLINE
+  bool priority_raised_ = false;   // the out-of-band byte sits on the readiness socket
+  bool tx_urgent_ = false;         // the CDC being sent carries P and U
   bool app_has_read_ = false;      // the application consumed bytes (not just peeked)
   CloseState state_ = CloseState::kActive;
   std::atomic<int64_t> timer_deadline_{0};

@@ -49,6 +49,7 @@ inline int setsockopt(int fd, int level, int name, const void* v, socklen_t l) {
 inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getsockname, fd, a, l)); }
 inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
 inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
+inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }
 inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
 
 // Monotonic milliseconds, for handshake deadlines.

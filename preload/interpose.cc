@@ -171,6 +171,11 @@ void install(int fd, Connection* c, const Reserved& r) {
   smcr::sys::setsockopt(r.app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   if (status & O_NONBLOCK) smcr::sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   c->set_tcp_fd(r.tcp);
+  // Set before connect() (or on the listener, which accepted sockets inherit).
+  int inline_oob = 0;
+  socklen_t ilen = sizeof inline_oob;
+  if (smcr::sys::getsockopt(r.tcp, SOL_SOCKET, SO_OOBINLINE, &inline_oob, &ilen) == 0 && inline_oob)
+    c->set_oob_inline(true);
   smcr::Engine::get().watch_tcp(c, r.tcp);
   c->attach_fds(r.app_end, r.engine_end, status & O_NONBLOCK);
   Connection* old = fd_table().set(fd, c);
@@ -581,6 +586,13 @@ int ioctl(int fd, unsigned long req, ...) {
       }
       *static_cast<int*>(arg) = static_cast<int>(c->bytes_readable());
       return 0;
+    case SIOCATMARK:
+      if (!arg) {
+        errno = EFAULT;
+        return -1;
+      }
+      *static_cast<int*>(arg) = c->at_urgent_mark() ? 1 : 0;
+      return 0;
     case SIOCOUTQ:
     case SIOCOUTQNSD:
       if (!arg) {
@@ -620,6 +632,8 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
     const timeval* tv = static_cast<const timeval*>(val);
     long ms = tv->tv_sec * 1000 + tv->tv_usec / 1000;
     c->set_timeout(name == SO_RCVTIMEO, ms > 0 ? static_cast<int>(ms) : -1);
+  } else if (name == SO_OOBINLINE && len >= sizeof(int)) {
+    c->set_oob_inline(*static_cast<const int*>(val) != 0);
   } else if (name == SO_LINGER && len >= sizeof(linger)) {
     const linger* l = static_cast<const linger*>(val);
     c->set_linger_abort(l->l_onoff && l->l_linger == 0);

@@ -3,7 +3,8 @@
 #  1. a Python asyncio echo server and client (8 concurrent 4 MB streams,
 #     compared byte for byte), and a plain client (no shim) against it;
 #  2. iperf3 (a control connection and 2 parallel data streams);
-#  3. sockperf ping-pong.
+#  3. sockperf ping-pong;
+# and against each server, a plain client (no shim) over TCP.
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 case "${SMCR_SANITIZE:-OFF}" in ON|on|1|TRUE|true) skip "ASan build of the shim: it cannot be preloaded into non-ASan programs" ;; esac
 require_bpf
@@ -41,6 +42,17 @@ if command -v iperf3 >/dev/null; then
   check "iperf3: control + 2 data connections were SMC-R on both ends" \
     [ "$(stat_in "$C2" smc_active)" = 3 -a "$(stat_in "$S2" smc_passive)" = 3 ]
   check "iperf3: no fallback" [ "$(stat_in "$C2" fallback_total)" = 0 -a "$(stat_in "$S2" fallback_total)" = 0 ]
+  # A plain iperf3 client (no shim) against an iperf3 server under smc_run.
+  S2P="$STATS_DIR/iperf-server-plain"; mkdir -p "$S2P"
+  port=$(free_port)
+  bg smc_in "$S2P" iperf3 -s -1 -p "$port"
+  wait_port "$port"; spid=$(listener_pid "$port")
+  OUT=$(timeout 60 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J 2>&1)
+  timeout 20 tail --pid="$spid" -f /dev/null
+  bytes=$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(int(d["end"]["sum_received"]["bytes"]))' <<<"$OUT" 2>/dev/null)
+  check "iperf3: a plain client is served over TCP (${bytes:-0} bytes)" [ "${bytes:-0}" -gt 1000000 ]
+  check "iperf3: that server fell back for it (no SMC-R, peer_no_option >= 2)" \
+    [ "$(stat_in "$S2P" smc_passive)" = 0 -a "$(stat_in "$S2P" fallback.peer_no_option)" -ge 2 ]
 else
   log "iperf3 not installed: iperf3 case not run"
   check "iperf3 installed (apt-get install iperf3)" false
@@ -53,7 +65,10 @@ if command -v sockperf >/dev/null; then
   bg smc_in "$S3" sockperf server --tcp -i 127.0.0.1 -p "$port"
   wait_port "$port"; spid=$(listener_pid "$port")
   OUT=$(smc_in "$C3" timeout 60 sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -t 2 -m 14 2>&1)
+  PLAIN=$(timeout 60 sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -t 1 -m 14 2>&1)
   kill "$spid" 2>/dev/null; timeout 10 tail --pid="$spid" -f /dev/null
+  plat=$(sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' <<<"$PLAIN" | head -1)
+  check "sockperf: a plain client (no shim) against the same server completes over TCP" [ -n "$plat" ]
   lat=$(sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' <<<"$OUT" | head -1)
   log "sockperf ping-pong under smc_run: avg-latency=${lat:-?} usec"
   check "sockperf: ping-pong completed with a latency figure" [ -n "$lat" ]

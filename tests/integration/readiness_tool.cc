@@ -7,13 +7,17 @@
 //   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close,
 //   SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
 //   after a non-blocking connect, several threads writing one connection,
-//   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run).
+//   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run), urgent
+//   data (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI, SIGURG), MSG_MORE,
+//   TCP_CORK, TCP_NODELAY, a v4-mapped address on a dual-stack listener.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -194,7 +198,12 @@ bool case_rdhup() {
   send_str(p.b, "last");
   shutdown(p.b, SHUT_WR);
   uint32_t ev = 0;
-  for (int i = 0; i < 20 && !(ev & EPOLLRDHUP); ++i) wait_events(ep, 100, &ev);
+  // Level-triggered EPOLLIN for "last" returns at once: bound by time, not
+  // by the number of waits (the peer's D may trail its data a little).
+  for (int i = 0; i < 200 && !(ev & EPOLLRDHUP); ++i) {
+    wait_events(ep, 100, &ev);
+    if (!(ev & EPOLLRDHUP)) usleep(10000);
+  }
   char buf[8];
   ssize_t n1 = recv(p.a, buf, sizeof buf, MSG_WAITALL);
   ssize_t n2 = recv(p.a, buf, sizeof buf, 0);
@@ -376,6 +385,108 @@ bool case_buffer_sizes() {
   return rcv_ok && snd_ok && eagain && bounded && all;
 }
 
+// Urgent data as TCP has it: the last byte of send(MSG_OOB) raises POLLPRI
+// and SIGURG (F_SETOWN), reads stop at it, SIOCATMARK says when the next
+// byte is it, recv(MSG_OOB) returns it once (EINVAL before and after), the
+// stream goes on around it; with SO_OOBINLINE it stays in the stream.
+std::atomic<int> g_sigurg{0};
+bool case_urgent_data() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  struct sigaction sa {}, old {};
+  sa.sa_handler = [](int) { g_sigurg.fetch_add(1); };
+  sigaction(SIGURG, &sa, &old);
+  fcntl(p.a, F_SETOWN, getpid());
+  char c = 0, buf[8] = {};
+  bool einval_before = recv(p.a, &c, 1, MSG_OOB) < 0 && errno == EINVAL;
+  send(p.b, "ab", 2, 0);
+  send(p.b, "!", 1, MSG_OOB);
+  send(p.b, "cd", 2, 0);
+  pollfd pf{p.a, POLLPRI, 0};
+  bool pri = poll(&pf, 1, 2000) == 1 && (pf.revents & POLLPRI);
+  usleep(100000);  // "cd" too
+  int mark0 = -1, mark1 = -1;
+  ioctl(p.a, SIOCATMARK, &mark0);
+  ssize_t n1 = recv(p.a, buf, sizeof buf, 0);  // stops at the urgent byte
+  bool before = n1 == 2 && memcmp(buf, "ab", 2) == 0;
+  ioctl(p.a, SIOCATMARK, &mark1);
+  bool oob = recv(p.a, &c, 1, MSG_OOB) == 1 && c == '!';
+  pf.revents = 0;
+  bool pri_gone = poll(&pf, 1, 0) == 0;
+  ssize_t n2 = recv(p.a, buf, sizeof buf, MSG_DONTWAIT);
+  bool after = n2 == 2 && memcmp(buf, "cd", 2) == 0;
+  bool einval_after = recv(p.a, &c, 1, MSG_OOB) < 0 && errno == EINVAL;
+  bool sigurg = g_sigurg.load() > 0;
+  // In line: the urgent byte is read as data, and recv(MSG_OOB) has none.
+  int one = 1;
+  setsockopt(p.a, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
+  send(p.b, "x", 1, MSG_OOB);
+  send(p.b, "y", 1, 0);
+  usleep(100000);
+  bool inline_einval = recv(p.a, &c, 1, MSG_OOB) < 0 && errno == EINVAL;
+  ssize_t n3 = recv(p.a, buf, 2, MSG_WAITALL);
+  bool inline_data = n3 == 2 && memcmp(buf, "xy", 2) == 0;
+  sigaction(SIGURG, &old, nullptr);
+  bool ok = einval_before && pri && mark0 == 0 && before && mark1 == 1 && oob && pri_gone && after && einval_after &&
+            sigurg && inline_einval && inline_data;
+  if (!ok)
+    fprintf(stderr,
+            "urgent_data: einval_before=%d pri=%d mark0=%d before=%d(n1=%zd) mark1=%d oob=%d pri_gone=%d after=%d(n2=%zd) "
+            "einval_after=%d sigurg=%d inline_einval=%d inline_data=%d(n3=%zd)\n",
+            einval_before, pri, mark0, before, n1, mark1, oob, pri_gone, after, n2, einval_after, sigurg, inline_einval,
+            inline_data, n3);
+  return ok;
+}
+
+// MSG_MORE and TCP_CORK (held bytes still arrive once uncorked; SMC-R sends
+// at once), TCP_NODELAY reads back, and a dual-stack IPv6 listener reached
+// over a v4-mapped address (::ffff:127.0.0.1) from an AF_INET6 client.
+bool case_cork_more_nodelay_mapped() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  char buf[8] = {};
+  bool more = send(p.b, "ab", 2, MSG_MORE) == 2 && send(p.b, "cd", 2, 0) == 2 &&
+              recv(p.a, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "abcd", 4) == 0;
+  int on = 1, off = 0, v = -1;
+  socklen_t vl = sizeof v;
+  bool cork = setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0 && send(p.b, "ef", 2, 0) == 2 &&
+              setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0 &&
+              recv(p.a, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "ef", 2) == 0;
+  bool nodelay = setsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0 &&
+                 getsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0 && v == 1;
+  // v4-mapped
+  int l = socket(AF_INET6, SOCK_STREAM, 0);
+  setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_any;
+  socklen_t al = sizeof a6;
+  bool mapped = false;
+  if (bind(l, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0 && listen(l, 4) == 0 &&
+      getsockname(l, reinterpret_cast<sockaddr*>(&a6), &al) == 0) {
+    inet_pton(AF_INET6, "::ffff:127.0.0.1", &a6.sin6_addr);
+    int srv = -1;
+    std::thread acc([&] { srv = accept(l, nullptr, nullptr); });
+    int c = socket(AF_INET6, SOCK_STREAM, 0);
+    bool conn = connect(c, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0;
+    acc.join();
+    sockaddr_in6 peer{};
+    socklen_t pl = sizeof peer;
+    char host[64] = "";
+    if (srv >= 0 && getpeername(srv, reinterpret_cast<sockaddr*>(&peer), &pl) == 0)
+      inet_ntop(AF_INET6, &peer.sin6_addr, host, sizeof host);
+    mapped = conn && srv >= 0 && send_str(c, "v4m") && recv(srv, buf, 3, MSG_WAITALL) == 3 &&
+             memcmp(buf, "v4m", 3) == 0 && peer.sin6_family == AF_INET6 && strcmp(host, "::ffff:127.0.0.1") == 0;
+    if (!mapped) fprintf(stderr, "cork_more_nodelay_mapped: v4-mapped conn=%d srv=%d peer=%s\n", conn, srv, host);
+    close(c);
+    if (srv >= 0) close(srv);
+  }
+  close(l);
+  if (!(more && cork && nodelay && mapped))
+    fprintf(stderr, "cork_more_nodelay_mapped: more=%d cork=%d nodelay=%d mapped=%d\n", more, cork, nodelay, mapped);
+  return more && cork && nodelay && mapped;
+}
+
 }  // namespace
 
 int main() {
@@ -409,6 +520,8 @@ int main() {
       {"so_error_after_nonblocking_connect", case_so_error_nonblocking_connect},
       {"threads_writing_one_connection", case_threads_writing},
       {"buffer_sizes", case_buffer_sizes},
+      {"urgent_data", case_urgent_data},
+      {"cork_more_nodelay_mapped", case_cork_more_nodelay_mapped},
   };
   for (const Case& c : cases)
     if (!g_only || strcmp(g_only, c.name) == 0) report(c.name, c.run());
