@@ -9,7 +9,8 @@
 //   after a non-blocking connect, several threads writing one connection,
 //   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run), urgent
 //   data (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI, SIGURG), MSG_MORE,
-//   TCP_CORK, TCP_NODELAY, a v4-mapped address on a dual-stack listener.
+//   TCP_CORK, TCP_NODELAY, a v4-mapped address on a dual-stack listener,
+//   SIOCINQ/SIOCOUTQ, epoll_pwait, threads reading and writing one connection.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -169,7 +171,7 @@ bool case_shared_epoll_threads() {
   return got == 3;
 }
 
-bool case_pwait2_ppoll_pselect() {
+bool case_pwait_pwait2_ppoll_pselect() {
   Pair p;
   if (!make_pair(&p)) return false;
   send_str(p.b, "r");
@@ -179,6 +181,9 @@ bool case_pwait2_ppoll_pselect() {
   timespec ts{2, 0};
   epoll_event out{};
   bool pw2 = epoll_pwait2(ep, &out, 1, &ts, nullptr) == 1;
+  sigset_t none;
+  sigemptyset(&none);
+  bool pw = epoll_pwait(ep, &out, 1, 2000, &none) == 1 && (out.events & EPOLLIN);
   close(ep);
   pollfd pf{p.a, POLLIN, 0};
   bool pp = ppoll(&pf, 1, &ts, nullptr) == 1 && (pf.revents & POLLIN);
@@ -186,7 +191,7 @@ bool case_pwait2_ppoll_pselect() {
   FD_ZERO(&rs);
   FD_SET(p.a, &rs);
   bool ps = pselect(p.a + 1, &rs, nullptr, nullptr, &ts, nullptr) == 1 && FD_ISSET(p.a, &rs);
-  return pw2 && pp && ps;
+  return pw2 && pw && pp && ps;
 }
 
 bool case_rdhup() {
@@ -487,6 +492,59 @@ bool case_cork_more_nodelay_mapped() {
   return more && cork && nodelay && mapped;
 }
 
+// SIOCINQ counts what is readable; SIOCOUTQ is 0 once the peer has it all.
+bool case_ioctl_inq_outq() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  send_str(p.b, "hello");
+  usleep(100000);
+  int inq = -1, outq = -1;
+  ioctl(p.a, SIOCINQ, &inq);
+  char buf[8];
+  bool read_all = recv(p.a, buf, 5, MSG_WAITALL) == 5;
+  usleep(100000);
+  ioctl(p.b, SIOCOUTQ, &outq);
+  int inq_after = -1;
+  ioctl(p.a, SIOCINQ, &inq_after);
+  return inq == 5 && read_all && outq == 0 && inq_after == 0;
+}
+
+// Two threads reading and four writing one connection (each direction's
+// records are uniform, so any split between readers is fine): every byte
+// arrives exactly once.
+bool case_threads_reading_and_writing() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  constexpr int kWriters = 4, kRecords = 2000, kLen = 100;
+  std::atomic<long> counts[kWriters] = {};
+  std::atomic<long> total{0};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&] {
+      char buf[333];
+      for (;;) {
+        ssize_t n = recv(p.b, buf, sizeof buf, 0);
+        if (n <= 0) return;
+        for (ssize_t i = 0; i < n; ++i)
+          if (buf[i] >= 'a' && buf[i] < 'a' + kWriters) counts[buf[i] - 'a'].fetch_add(1);
+        if (total.fetch_add(n) + n >= static_cast<long>(kWriters) * kRecords * kLen) shutdown(p.b, SHUT_RD);
+      }
+    });
+  std::vector<std::thread> ws;
+  for (int t = 0; t < kWriters; ++t)
+    ws.emplace_back([&, t] {
+      char rec[kLen];
+      memset(rec, 'a' + t, kLen);
+      for (int i = 0; i < kRecords; ++i) send(p.a, rec, kLen, MSG_NOSIGNAL);
+    });
+  for (auto& w : ws) w.join();
+  shutdown(p.a, SHUT_WR);  // the readers see EOF once all is read
+  for (auto& r : ts) r.join();
+  bool ok = total.load() == static_cast<long>(kWriters) * kRecords * kLen;
+  for (auto& c : counts) ok = ok && c.load() == static_cast<long>(kRecords) * kLen;
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -511,7 +569,7 @@ int main() {
       {"epoll_exclusive", case_exclusive},
       {"epoll_nested", case_nested},
       {"epoll_shared_by_threads", case_shared_epoll_threads},
-      {"epoll_pwait2_ppoll_pselect", case_pwait2_ppoll_pselect},
+      {"epoll_pwait_pwait2_ppoll_pselect", case_pwait_pwait2_ppoll_pselect},
       {"rdhup_after_peer_shutdown", case_rdhup},
       {"hup_and_econnreset_after_abort", case_reset},
       {"sigpipe_and_msg_nosignal", case_sigpipe},
@@ -522,6 +580,8 @@ int main() {
       {"buffer_sizes", case_buffer_sizes},
       {"urgent_data", case_urgent_data},
       {"cork_more_nodelay_mapped", case_cork_more_nodelay_mapped},
+      {"ioctl_siocinq_siocoutq", case_ioctl_inq_outq},
+      {"threads_reading_and_writing", case_threads_reading_and_writing},
   };
   for (const Case& c : cases)
     if (!g_only || strcmp(g_only, c.name) == 0) report(c.name, c.run());

@@ -86,5 +86,5 @@ for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$RPLAIN"); do
   check "SMC-R: $name" grep -q "^case=$name ok=1" <<<"$RSMC"
 done
 check "readiness: its connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
-  [ "$(stat_sum smc_active)" -ge 18 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
+  [ "$(stat_sum smc_active)" -ge 20 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
 finish
