@@ -304,8 +304,12 @@ __attribute__((destructor)) void at_exit() {
   // Close open SMC-R connections as the kernel closes TCP sockets at exit,
   // so peers see EOF after the last byte rather than a reset.
   fd_table().for_each_conn([](int fd) {
-    ConnRef c(fd);
-    if (c) c->process_exit();
+    // Not ConnRef: a forked child must not wait for handovers at exit
+    // (process_exit leaves inherited connections alone).
+    if (Connection* c = fd_table().get(fd)) {
+      c->process_exit();
+      c->unref();
+    }
   });
   smcr::write_stats_file();
 }
@@ -659,9 +663,10 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 // Addresses come from the TCP socket, for a connection handed over from the
 // parent too (its relayed stream socket has AF_UNIX addresses).
 static int tcp_fd_for_addresses(int fd) {
-  ConnRef c(fd);
-  if (c) return c->tcp_fd();
-  int tcp = inherited_tcp_fd(fd);
+  Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
+  if (!c) return fd;
+  int tcp = c->tcp_fd();
+  c->unref();
   return tcp >= 0 ? tcp : fd;
 }
 
