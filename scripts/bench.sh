@@ -1,34 +1,69 @@
 #!/usr/bin/env bash
-# Benchmarks (not a test): plain TCP vs SMC-R (both ends under smc_run), in the
-# same run, on this host, reported as a table with ratios:
-#   sockperf ping-pong 14 B (latency avg/p50/p99), sockperf throughput 64000 B
-#   (msg/s -> MB/s), redis-benchmark SET/GET (-c 50 -d 1024).
-# An SMC-R row counts only if the client's own counters prove it ran over
-# SMC-R (smc_active > 0, fallback_total == 0); otherwise it prints VOID.
-# A run that fails or times out prints FAILED (details in the log directory).
-# Needs root (eBPF) and a built tree (runs scripts/build.sh).
-#   usage: scripts/bench.sh [-t SECONDS] [-n REDIS_REQUESTS] [-k]   (-k keeps the logs)
+# Benchmarks (not a test): plain TCP vs SMC-R (both ends under smc_run) on this
+# host, interleaved (tcp, smc, tcp, smc ...) for REPS repetitions, reported as
+# a table of MEDIANS with SMC-R/TCP ratios and a PNG chart (gnuplot, if there):
+#   sockperf ping-pong 14 B (avg/p50/p99), sockperf throughput 64000 B and 1 KiB;
+#   redis-benchmark -c 50 -d 1024 SET/GET, plain and -P 16;
+#   nginx (1 KiB file, sendfile) + wrk -t2 -c50 keepalive, 1 and 2 workers;
+#   short-lived connections: wrk "Connection: close" and a connect/request/close
+#   loop (tools/bench/smcr_connbench), connect-to-first-byte latency, each also
+#   with a policy that keeps those flows on TCP ("policy" rows);
+#   idle: N connections held open, CPU% and memory per connection.
+# An SMC-R run counts only if its client's counters prove it (smc_active > 0,
+# fallback_total == 0; policy runs: smc_active == 0, every fallback a policy
+# one); otherwise it is VOID. A run that fails or times out is FAILED.
+# Needs root (eBPF). Builds the tree (scripts/build.sh) unless -B.
+#   usage: scripts/bench.sh [-t SECS] [-r REPS] [-n REDIS_REQUESTS] [-c IDLE_CONNS]
+#                           [-i IDLE_SECS] [-s BENCHES] [-o OUTDIR] [-q] [-B] [-d] [-k]
+#   -t  seconds per timed run (default 5)       -r  repetitions (default 3)
+#   -n  redis requests (default 100000; -P 16 runs use 5x)
+#   -c  idle connections (default 1000)         -i  idle measuring window (default 3 s)
+#   -s  only these, comma separated: pp,tp,redis,nginx,loop,idle (default all)
+#   -o  where results.tsv, runs.tsv, table.txt and bench.png go (default build/bench)
+#   -q  quick mode (CI): -t 1 -r 1 -n 20000 -i 1; exits 1 if any SMC-R run is
+#       VOID/FAILED or a ratio collapses (ping-pong p50 > 1.5x TCP, any
+#       throughput/rate < 0.3x TCP; override with BENCH_MAX_LAT_RATIO /
+#       BENCH_MIN_RATE_RATIO). Never compares absolute times.
+#   -B  do not rebuild   -k  keep the logs   -d  SMCR_DEBUG=1 also in the short-lived
+#       connection runs (elsewhere it is on: the smc_run processes' logs are in the run's
+#       directory, copied to OUTDIR/failed/ for a run that is VOID or FAILED)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-SECS=5 REQS=100000 KEEP=0
-while getopts "t:n:kh" o; do
+SECS=5 REPS=3 REQS=100000 IDLE_CONNS=1000 IDLE_SECS=3 QUICK=0 BUILD=1 DEBUG=0 KEEP=0 OUTDIR="$root/build/bench"
+SET_T="" SET_R="" SET_N="" SET_I=""
+ONLY=""
+while getopts "t:r:n:c:i:s:o:qBdkh" o; do
   case "$o" in
-    t) SECS=$OPTARG ;; n) REQS=$OPTARG ;; k) KEEP=1 ;;
-    *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    t) SET_T=$OPTARG ;; r) SET_R=$OPTARG ;; n) SET_N=$OPTARG ;; c) IDLE_CONNS=$OPTARG ;;
+    i) SET_I=$OPTARG ;; s) ONLY=",$OPTARG," ;; o) OUTDIR=$OPTARG ;; q) QUICK=1 ;; B) BUILD=0 ;; d) DEBUG=1 ;; k) KEEP=1 ;;
+    *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2 ;;
   esac
 done
+[ "$QUICK" = 1 ] && { SECS=1 REPS=1 REQS=20000 IDLE_SECS=1; }
+SECS=${SET_T:-$SECS} REPS=${SET_R:-$REPS} REQS=${SET_N:-$REQS} IDLE_SECS=${SET_I:-$IDLE_SECS}
+MAX_LAT_RATIO=${BENCH_MAX_LAT_RATIO:-1.5} MIN_RATE_RATIO=${BENCH_MIN_RATE_RATIO:-0.3}
+T_START=$(date +%s.%N)
+
 [ "$(id -u)" -eq 0 ] || { echo "bench: needs root (loads the eBPF program)" >&2; exit 1; }
-for t in sockperf redis-server redis-benchmark redis-cli ss; do
+for t in sockperf redis-server redis-benchmark ss wrk python3; do
   command -v "$t" >/dev/null || { echo "bench: $t missing; run scripts/install-deps.sh" >&2; exit 1; }
 done
-bash scripts/build.sh >/tmp/smcr-bench-build.log 2>&1 || { tail -20 /tmp/smcr-bench-build.log; echo "bench: build failed" >&2; exit 1; }
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$NGINX" ] || { echo "bench: nginx missing; run scripts/install-deps.sh" >&2; exit 1; }
+if [ "$BUILD" = 1 ]; then
+  bash scripts/build.sh >/tmp/smcr-bench-build.log 2>&1 || { tail -20 /tmp/smcr-bench-build.log; echo "bench: build failed" >&2; exit 1; }
+fi
 
 CTL="$root/build/bpf/smcr_ctl"
 LIB="$root/build/preload/libsmcr_preload.so"
+CB="$root/build/tools/bench/smcr_connbench"
 SMC_RUN="$root/scripts/smc_run"
+for f in "$CTL" "$LIB" "$CB"; do [ -e "$f" ] || { echo "bench: $f missing (build first)" >&2; exit 1; }; done
 LOG=$(mktemp -d /tmp/smcr-bench.XXXXXX)
+chmod 755 "$LOG"
+mkdir -p "$OUTDIR"; rm -rf "$OUTDIR/failed"
 SRV_PID=""
 LOADED_HERE=0
 cleanup() {
@@ -37,125 +72,430 @@ cleanup() {
   if [ "$KEEP" = 1 ]; then echo "bench: logs kept in $LOG"; else rm -rf "$LOG"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 mountpoint -q /sys/fs/bpf || { mkdir -p /sys/fs/bpf; mount -t bpf bpf /sys/fs/bpf; }
 if ! "$CTL" status >/dev/null 2>&1; then "$CTL" load >/dev/null || { echo "bench: smcr_ctl load failed" >&2; exit 1; }; LOADED_HERE=1; fi
+# idle connections: 4 descriptors each on the SMC-R side (TCP socket, readiness socketpair, the shim's copy)
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $(( IDLE_CONNS * 4 + 256 )) ]; then
+  echo "bench: warning: RLIMIT_NOFILE $(ulimit -n) may be too low for $IDLE_CONNS idle SMC-R connections" >&2
+fi
+CLK_TCK=$(getconf CLK_TCK) NCPU=$(nproc)
+# cpu_snap: "BUSY STEAL OURS": busy and steal seconds of the whole machine (/proc/stat)
+# and CPU seconds of this script's reaped descendants (bash `times`), to tell how much
+# of the machine something else used while a run went (a concurrent build or test).
+cpu_snap() {  # -> SNAP (not in a subshell: `times` must see this shell's children)
+  times >"$LOG/.times"
+  SNAP=$(awk -v hz="$CLK_TCK" 'FNR == NR { if (FNR == 2) for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } next }
+    $1 == "cpu" { printf "%.2f %.2f %.3f", ($2 + $3 + $4 + $7 + $8 + $9) / hz, $9 / hz, t; exit }' "$LOG/.times" /proc/stat)
+}
+# foreign A B SECS: % of the machine's CPU capacity used by others between snapshots A and B
+foreign() { awk -v a="$1" -v b="$2" -v t="$3" -v n="$NCPU" 'BEGIN { split(a, x, " "); split(b, y, " ")
+  f = ((y[1] - x[1]) - (y[3] - x[3])) / (t * n) * 100; if (f < 0) f = 0; printf "%.0f", f }'; }
+steal() { awk -v a="$1" -v b="$2" -v t="$3" -v n="$NCPU" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] - x[2]) / (t * n) * 100 }'; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Waits for a listener without connecting to it (a probe would count as a fallback).
 wait_listen() { local i=0; until ss -Hltn "sport = :$1" | grep -q LISTEN; do sleep 0.05; i=$((i+1)); [ $i -lt 200 ] || return 1; done; }
-stat_in() { cat "$1"/smcr-*.txt 2>/dev/null | awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }'; }
-stop_server() {  # SIGINT (clean exit, stats written), then SIGKILL after 5 s
+stat_in() { cat "$1"/smcr-*.txt 2>/dev/null | awk -v k="$2" '$1 == k { s += $2 } END { printf "%.0f\n", s + 0 }'; }
+stop_server() {  # stop_server [SIGNAL]: SIGINT (nginx: QUIT), then SIGKILL after 10 s
   [ -n "$SRV_PID" ] || return 0
-  kill -INT "$SRV_PID" 2>/dev/null
-  timeout 5 tail --pid="$SRV_PID" -f /dev/null 2>/dev/null || kill -KILL "$SRV_PID" 2>/dev/null
+  kill "-${1:-INT}" "$SRV_PID" 2>/dev/null
+  timeout 10 tail -s 0.05 --pid="$SRV_PID" -f /dev/null 2>/dev/null || { echo "bench: server $SRV_PID did not stop; SIGKILL" >&2; kill -KILL "$SRV_PID" 2>/dev/null; }
   wait "$SRV_PID" 2>/dev/null
   SRV_PID=""
 }
-# wrap MODE DIR: the command prefix for a process of MODE (tcp|smc) with stats in DIR
-wrap() { if [ "$1" = smc ]; then echo "env SMCR_PRELOAD_LIB=$LIB SMCR_DEBUG=1 $SMC_RUN --stats $2"; else echo env; fi; }
-# verdict MODE DIR RC: ok | FAILED | VOID (SMC-R not proven by the client's counters)
+# prefix MODE STATSDIR PORT: sets PFX, the command prefix for a process of MODE:
+#   tcp (plain), smc (smc_run), pol (smc_run with a policy that denies PORT: TCP)
+# SMCR_DEBUG=1 (one log line per connection event, in the run's logs) everywhere but
+# in the short-lived connection runs, where it would cost a share of each
+# connection's time; -d turns it on there too.
+prefix() {
+  mkdir -p "$2"
+  local DBG=(SMCR_DEBUG=1)
+  [ "$DEBUG" = 0 ] && [ "${SHORT_LIVED:-0}" = 1 ] && DBG=()
+  case "$1" in
+    tcp) PFX=() ;;
+    smc) PFX=(env SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" "$SMC_RUN" --stats "$2") ;;
+    pol) PFX=(env SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" SMCR_POLICY_RULES="deny port $3" "$SMC_RUN" --stats "$2") ;;
+  esac
+}
+# verdict MODE CLIENT_STATS RC: ok | FAILED | VOID (the mode not proven by the client's counters)
 verdict() {
   [ "$3" -eq 0 ] || { echo FAILED; return; }
-  [ "$1" = tcp ] && { echo ok; return; }
-  if [ "$(stat_in "$2" smc_active)" -gt 0 ] && [ "$(stat_in "$2" fallback_total)" -eq 0 ]; then echo ok; else echo VOID; fi
+  case "$1" in
+    tcp) echo ok ;;
+    smc) if [ "$(stat_in "$2" smc_active)" -gt 0 ] && [ "$(stat_in "$2" fallback_total)" -eq 0 ]; then echo ok; else echo VOID; fi ;;
+    pol) local fb; fb=$(stat_in "$2" fallback_total)
+         if [ "$(stat_in "$2" smc_active)" -eq 0 ] && [ "$fb" -gt 0 ] && [ "$(stat_in "$2" fallback.policy)" -eq "$fb" ]; then echo ok; else echo VOID; fi ;;
+  esac
+}
+counters() {  # counters DIR: the non-zero connection counters, one line
+  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|lgr_created|lgr_reused)/ { s[$1] += $2 }
+    END { for (k in s) if (s[k]) printf "%s=%d ", k, s[k] }'
 }
 
-declare -A R   # R[mode.metric] = value | FAILED | VOID
-record() {  # record MODE VERDICT metric=value...
-  local mode=$1 v=$2 kv; shift 2
+declare -A VALS BAD   # VALS[key.mode] = "v1 v2 ..."; BAD[key.mode] = "VOID FAILED ..."
+RUNS="$OUTDIR/runs.tsv"
+printf 'rep\tbench\tmode\tverdict\tsecs\tforeign_cpu_pct\tsteal_pct\tmetrics\tclient_counters\tserver_counters\n' >"$RUNS"
+# finish_run NAME MODE RC DIR metric=value...: verdict, explanation, record
+finish_run() {
+  local name=$1 mode=$2 rc=$3 d=$4 v kv k val; shift 4
+  v=$(verdict "$mode" "$d/cli" "$rc")
+  local cc sc; cc=$(counters "$d/cli") sc=$(counters "$d/srv")
+  if [ "$v" != ok ]; then
+    echo "bench: $name [$mode] rep $REP: $v (rc=$rc$( [ "$rc" -eq 124 ] && echo ', timed out'))" >&2
+    echo "bench:   client counters: ${cc:-none}; server counters: ${sc:-none}" >&2
+    for f in "$d"/client.err "$d"/client.out "$d"/server.out "$d"/error.log; do
+      [ -s "$f" ] && { echo "--- tail of $f" >&2; tail -8 "$f" | tr '\r' '\n' | tail -8 >&2; }
+    done
+    if [ "$KEEP" = 0 ]; then mkdir -p "$OUTDIR/failed"; cp -r "$d" "$OUTDIR/failed/" 2>/dev/null; echo "bench:   logs copied to $OUTDIR/failed/$(basename "$d")" >&2; fi
+  fi
   for kv in "$@"; do
-    local k=${kv%%=*} val=${kv#*=}
-    if [ "$v" != ok ]; then R[$mode.$k]=$v
-    elif [ -z "$val" ]; then R[$mode.$k]=FAILED
-    else R[$mode.$k]=$val; fi
+    k=${kv%%=*} val=${kv#*=}
+    if [ "$v" = ok ] && [[ $val =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then VALS[$k.$mode]+="$val "
+    elif [ "$v" = ok ]; then BAD[$k.$mode]+="FAILED "
+    else BAD[$k.$mode]+="$v "; fi
   done
+  [ "$mode" != tcp ] && printf '%s\t%s\t%s\t%s\n' "$name [$mode]" "$v" "$cc" "$sc" >>"$LOG/proof.tsv"
+  local el snap; el=$(awk -v a="$RUN_T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'); cpu_snap; snap=$SNAP
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$REP" "$name" "$mode" "$v" "$el" \
+    "$(foreign "$RUN_SNAP" "$snap" "$el")" "$(steal "$RUN_SNAP" "$snap" "$el")" "$*" "$cc" "$sc" >>"$RUNS"
 }
-explain() {  # explain NAME MODE RC DIR: print what went wrong with an SMC-R run
-  echo "bench: $1 [$2] rc=$3 ($( [ "$3" -eq 124 ] && echo timed out || echo exit status)); client counters:" \
-       "smc_active=$(stat_in "$4/cli" smc_active) fallback_total=$(stat_in "$4/cli" fallback_total)" >&2
-  for f in "$4"/client.err "$4"/server.out; do
-    [ -s "$f" ] && { echo "--- tail of $f" >&2; tail -15 "$f" >&2; }
-  done
+# client_run MODE DIR PORT TIMEOUT cmd...: the client under MODE -> RC
+client_run() {
+  local mode=$1 d=$2 port=$3 to=$4; shift 4
+  prefix "$mode" "$d/cli" "$port"
+  RC=0
+  timeout "$to" "${PFX[@]}" "$@" >"$d/client.out" 2>"$d/client.err" || RC=$?
 }
+# server_start MODE DIR PORT cmd...: the server under MODE in the background -> SRV_PID; 1 if it does not listen
+server_start() {
+  local mode=$1 d=$2 port=$3; shift 3
+  prefix "$mode" "$d/srv" "$port"
+  "${PFX[@]}" "$@" >"$d/server.out" 2>&1 &
+  SRV_PID=$!
+  wait_listen "$port" || { echo "bench: server [$mode] did not listen: $*" >&2; return 1; }
+}
+newdir() { local d="$LOG/$1-$2-r$REP"; mkdir -p "$d"; echo "$d"; }
 
 # ---- sockperf ------------------------------------------------------------------
-sockperf_run() {  # sockperf_run MODE KIND(pp|tp) ARGS... -> sets OUT_DIR, RC
-  local mode=$1 kind=$2; shift 2
-  local d="$LOG/sockperf-$kind-$mode" port; port=$(free_port)
-  mkdir -p "$d/srv" "$d/cli"
-  $(wrap "$mode" "$d/srv") sockperf sr --tcp -i 127.0.0.1 -p "$port" >"$d/server.out" 2>&1 &
-  SRV_PID=$!
-  RC=0
-  if wait_listen "$port"; then
-    timeout $((SECS + 30)) $(wrap "$mode" "$d/cli") sockperf "$kind" --tcp -i 127.0.0.1 -p "$port" -t "$SECS" "$@" \
-      >"$d/client.out" 2>"$d/client.err" || RC=$?
-  else
-    echo "bench: sockperf server [$mode] did not listen" >&2; RC=1
+# (each sockperf client run costs about 2.4 s on top of -t: a fixed 2 s sleep before
+# the test and 0.4 s of warm-up at its start, which the statistics leave out)
+sockperf_run() {  # sockperf_run NAME MODE KIND(pp|tp) ARGS... -> D, RC
+  local name=$1 mode=$2 kind=$3; shift 3
+  local port; port=$(free_port); D=$(newdir "$name" "$mode")
+  RC=1
+  if server_start "$mode" "$D" "$port" sockperf sr --tcp -i 127.0.0.1 -p "$port"; then
+    client_run "$mode" "$D" "$port" $((SECS + 30)) sockperf "$kind" --tcp -i 127.0.0.1 -p "$port" -t "$SECS" "$@"
   fi
   stop_server
-  OUT_DIR=$d
 }
-
-for mode in tcp smc; do
-  echo "bench: sockperf ping-pong 14 B, ${SECS}s [$mode]"
-  sockperf_run "$mode" pp -m 14
-  o="$OUT_DIR/client.out"
-  v=$(verdict "$mode" "$OUT_DIR/cli" "$RC")
-  [ "$v" = ok ] || explain "sockperf pp" "$mode" "$RC" "$OUT_DIR"
-  record "$mode" "$v" \
+bench_pp() {
+  sockperf_run pp "$1" pp -m 14
+  local o="$D/client.out"
+  finish_run pp "$1" "$RC" "$D" \
     "pp_avg=$(sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' "$o" | head -1)" \
     "pp_p50=$(awk '/percentile 50.000 =/ { print $NF; exit }' "$o")" \
     "pp_p99=$(awk '/percentile 99.000 =/ { print $NF; exit }' "$o")"
-
-  echo "bench: sockperf throughput 64000 B, ${SECS}s [$mode]"
-  sockperf_run "$mode" tp -m 64000
-  o="$OUT_DIR/client.out"
-  v=$(verdict "$mode" "$OUT_DIR/cli" "$RC")
-  [ "$v" = ok ] || explain "sockperf tp" "$mode" "$RC" "$OUT_DIR"
-  msgs=$(sed -n 's/.*Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' "$o" | head -1)
-  record "$mode" "$v" "tp_mbs=$( [ -n "$msgs" ] && awk -v m="$msgs" 'BEGIN { printf "%.1f", m * 64000 / 1e6 }')"
-done
+}
+bench_tp() {  # bench_tp MODE SIZE KEY
+  sockperf_run "tp$2" "$1" tp -m "$2"
+  local msgs; msgs=$(sed -n 's/.*Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' "$D/client.out" | head -1)
+  finish_run "tp$2" "$1" "$RC" "$D" "$3=$( [ -n "$msgs" ] && awk -v m="$msgs" -v s="$2" 'BEGIN { printf "%.1f", m * s / 1e6 }')"
+}
 
 # ---- redis -----------------------------------------------------------------------
-for mode in tcp smc; do
-  echo "bench: redis-benchmark -c 50 -n $REQS -d 1024 -t get,set [$mode]"
-  d="$LOG/redis-$mode"; mkdir -p "$d/srv" "$d/cli"
-  port=$(free_port)
-  $(wrap "$mode" "$d/srv") redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --protected-mode no --dir "$d" --logfile "$d/redis.log" >"$d/server.out" 2>&1 &
-  SRV_PID=$!
-  RC=0
-  if wait_listen "$port"; then
-    timeout 300 $(wrap "$mode" "$d/cli") redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$REQS" -d 1024 \
-      -t get,set -q >"$d/client.out" 2>"$d/client.err" || RC=$?
-  else
-    echo "bench: redis-server [$mode] did not listen" >&2; RC=1
+bench_redis() {  # bench_redis MODE PIPELINE
+  local mode=$1 p=$2 name=redis n=$REQS sfx=""
+  [ "$p" -gt 1 ] && { name=redis_p$p; n=$((REQS * 5)); sfx=_p$p; }
+  local port; port=$(free_port); D=$(newdir "$name" "$mode")
+  RC=1
+  if server_start "$mode" "$D" "$port" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+       --protected-mode no --dir "$D" --logfile "$D/redis.log"; then
+    client_run "$mode" "$D" "$port" 300 redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -d 1024 -P "$p" -t get,set -q
   fi
   stop_server
-  v=$(verdict "$mode" "$d/cli" "$RC")
-  [ "$v" = ok ] || explain "redis-benchmark" "$mode" "$RC" "$d"
-  rps() { tr '\r' '\n' <"$d/client.out" | awk -v t="$1:" '$1 == t && /requests per second/ { print $2; exit }'; }
-  record "$mode" "$v" "redis_set=$(rps SET)" "redis_get=$(rps GET)"
-  [ "$mode" = smc ] && SMC_PROOF="redis: client smc_active=$(stat_in "$d/cli" smc_active) fallback_total=$(stat_in "$d/cli" fallback_total); server smc_passive=$(stat_in "$d/srv" smc_passive)"
+  rps() { tr '\r' '\n' <"$D/client.out" | awk -v t="$1:" '$1 == t && /requests per second/ { print $2; exit }'; }
+  finish_run "$name" "$mode" "$RC" "$D" "redis_set$sfx=$(rps SET)" "redis_get$sfx=$(rps GET)"
+}
+
+# ---- nginx + wrk -----------------------------------------------------------------
+WWW="$LOG/www"; mkdir -p "$WWW"; head -c 1024 /dev/urandom >"$WWW/1k"; chmod 755 "$WWW"; chmod 644 "$WWW/1k"
+nginx_conf() {  # nginx_conf DIR PORT WORKERS
+  mkdir -p "$1/tmp"
+  cat >"$1/nginx.conf" <<EOF
+user root;
+worker_processes $3;
+daemon off;
+master_process on;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_timeout 65;
+  keepalive_requests 1000000;
+  client_body_temp_path $1/tmp/body;
+  proxy_temp_path $1/tmp/proxy;
+  fastcgi_temp_path $1/tmp/fastcgi;
+  uwsgi_temp_path $1/tmp/uwsgi;
+  scgi_temp_path $1/tmp/scgi;
+  server {
+    listen 127.0.0.1:$2 backlog=4096;
+    root $WWW;
+  }
+}
+EOF
+}
+bench_nginx() {  # bench_nginx MODE WORKERS keepalive|close KEY
+  local mode=$1 w=$2 how=$3 key=$4 name="nginx${2}w_$3"
+  local port; port=$(free_port); D=$(newdir "$name" "$mode")
+  nginx_conf "$D" "$port" "$w"
+  local hdr=(); SHORT_LIVED=0; [ "$how" = close ] && { hdr=(-H "Connection: close"); SHORT_LIVED=1; }
+  RC=1
+  if server_start "$mode" "$D" "$port" "$NGINX" -c "$D/nginx.conf" -p "$D"; then
+    sleep 0.2  # the workers are up
+    client_run "$mode" "$D" "$port" $((SECS + 30)) wrk -t2 -c50 -d"${SECS}s" "${hdr[@]}" "http://127.0.0.1:$port/1k"
+  fi
+  stop_server QUIT
+  local o="$D/client.out" rps
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$o")
+  # only 2xx and (keepalive) no socket errors; a close run may see a few reads end at the server's close
+  if grep -q 'Non-2xx' "$o"; then echo "bench: $name [$mode]: $(grep Non-2xx "$o")" >&2; [ "$RC" = 0 ] && RC=1; fi
+  if [ "$how" = keepalive ] && grep -q 'Socket errors' "$o"; then echo "bench: $name [$mode]: $(grep 'Socket errors' "$o")" >&2; [ "$RC" = 0 ] && RC=1; fi
+  [ "$how" = close ] && grep -q 'Socket errors' "$o" && echo "bench: note: $name [$mode] rep $REP: $(grep 'Socket errors' "$o")" >&2
+  SHORT_LIVED=0
+  finish_run "$name" "$mode" "$RC" "$D" "$key=$rps"
+}
+
+# ---- connect/request/close loop (smcr_connbench) ----------------------------------
+bench_loop() {  # bench_loop MODE
+  local mode=$1 port; port=$(free_port); D=$(newdir loop "$mode")
+  RC=1 SHORT_LIVED=1
+  if server_start "$mode" "$D" "$port" "$CB" serve "$port" 64; then
+    client_run "$mode" "$D" "$port" $((SECS + 30)) "$CB" loop "$port" "$SECS" 32 64
+  fi
+  stop_server
+  SHORT_LIVED=0
+  f() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" "$D/client.out" | head -1; }
+  finish_run loop "$mode" "$RC" "$D" "loop_rate=$(f rate)" "loop_fb_p50=$(f first_byte_p50)" \
+    "loop_fb_p99=$(f first_byte_p99)" "loop_conn_p50=$(f connect_p50)"
+}
+
+# ---- idle connections --------------------------------------------------------------
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+bench_idle() {  # bench_idle MODE
+  local mode=$1 n=$IDLE_CONNS port; port=$(free_port); D=$(newdir idle "$mode")
+  local cpid="" i=0 rc=0
+  RC=1
+  if server_start "$mode" "$D" "$port" "$CB" idle-serve "$port" "$n"; then
+    prefix "$mode" "$D/cli" "$port"
+    "${PFX[@]}" "$CB" idle-connect "$port" "$n" >"$D/client.out" 2>"$D/client.err" &
+    cpid=$!
+    until grep -qs conns= "$D/client.out" && grep -qs conns= "$D/server.out"; do
+      kill -0 "$cpid" 2>/dev/null && kill -0 "$SRV_PID" 2>/dev/null || break
+      sleep 0.05; i=$((i + 1)); [ $i -lt 1200 ] || { echo "bench: idle [$mode]: $n connections not up in 60 s" >&2; break; }
+    done
+    if grep -qs conns= "$D/client.out" && grep -qs conns= "$D/server.out"; then
+      sleep 0.5
+      local c0 s0 t0 c1 s1 t1
+      c0=$(ticks "$cpid") s0=$(ticks "$SRV_PID") t0=$(date +%s.%N)
+      sleep "$IDLE_SECS"
+      c1=$(ticks "$cpid") s1=$(ticks "$SRV_PID") t1=$(date +%s.%N)
+      cat "/proc/$SRV_PID/smaps_rollup" >"$D/server.smaps_rollup" 2>/dev/null
+      ls "/proc/$SRV_PID/fd" 2>/dev/null | wc -l >"$D/server.fds"
+      IDLE_CPU=$(awk -v c="$((c1 - c0))" -v s="$((s1 - s0))" -v t0="$t0" -v t1="$t1" -v hz="$CLK_TCK" \
+        'BEGIN { printf "%.2f %.2f", 100 * c / hz / (t1 - t0), 100 * s / hz / (t1 - t0) }')
+      RC=0
+    fi
+    kill -INT "$cpid" 2>/dev/null
+    timeout 20 tail -s 0.05 --pid="$cpid" -f /dev/null 2>/dev/null || kill -KILL "$cpid" 2>/dev/null
+    wait "$cpid" 2>/dev/null || rc=$?
+    [ "$RC" = 0 ] && RC=$rc
+  fi
+  stop_server
+  local c s; c=$(cat "$D/client.out" 2>/dev/null) s=$(cat "$D/server.out" 2>/dev/null)
+  g() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
+  per() { awk -v a="$(g "$1" "$3")" -v b="$(g "$2" "$3")" -v n="$n" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a - b) / n }'; }
+  [ "$RC" = 0 ] || IDLE_CPU="x x"
+  finish_run idle "$mode" "$RC" "$D" \
+    "idle_setup=$(awk -v s="$(g connect_secs "$c")" -v n="$n" 'BEGIN { if (s > 0) printf "%.0f", n / s }')" \
+    "idle_cpu_cli=${IDLE_CPU% *}" "idle_cpu_srv=${IDLE_CPU#* }" \
+    "idle_rss_cli=$(per rss_after rss_before "$c")" "idle_rss_srv=$(per rss_after rss_before "$s")" \
+    "idle_pss=$(awk -v a="$(per pss_anon_shmem_after pss_anon_shmem_before "$c")" -v b="$(per pss_anon_shmem_after pss_anon_shmem_before "$s")" 'BEGIN { if (a != "" && b != "") printf "%.1f", a + b }')" \
+    "idle_shm=$(awk -v m="$(g memfd_mapped_after "$c")" -v n="$n" 'BEGIN { if (m != "") printf "%.1f", m / n }')"
+}
+
+# ---- the runs, interleaved ---------------------------------------------------------
+# The benchmarks: "function args" (each runs once per mode per repetition).
+BENCHES=(
+  "pp"                         "tcp smc"
+  "tp 64000 tp64k"             "tcp smc"
+  "tp 1024 tp1k"               "tcp smc"
+  "redis 1"                    "tcp smc"
+  "redis 16"                   "tcp smc"
+  "nginx 1 keepalive ngx1"     "tcp smc"
+  "nginx 2 keepalive ngx2"     "tcp smc"
+  "nginx 1 close ngx_close"    "tcp smc pol"
+  "loop"                       "tcp smc pol"
+  "idle"                       "tcp smc"
+)
+cpu_snap; ALL_SNAP=$SNAP
+echo "bench: $( [ "$QUICK" = 1 ] && echo 'QUICK mode, ')$REPS repetition(s), -t $SECS s, redis -n $REQS, $IDLE_CONNS idle connections over $IDLE_SECS s; logs in $LOG"
+for ((REP = 1; REP <= REPS; REP++)); do
+  for ((b = 0; b < ${#BENCHES[@]}; b += 2)); do
+    read -r fn args <<<"${BENCHES[b]}"
+    [ -z "$ONLY" ] || [[ $ONLY == *",$fn,"* ]] || continue
+    for mode in ${BENCHES[b + 1]}; do
+      echo "bench: rep $REP/$REPS: $fn $args [$mode]"
+      set -- $args
+      RUN_T0=$(date +%s.%N); cpu_snap; RUN_SNAP=$SNAP
+      "bench_$fn" "$mode" "$@"
+    done
+  done
 done
 
-# ---- table -----------------------------------------------------------------------
-isnum() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
-row() {  # row LABEL KEY BETTER(lower|higher)
-  local t=${R[tcp.$2]:-FAILED} s=${R[smc.$2]:-FAILED} r="-"
-  if isnum "$t" && isnum "$s" && awk -v t="$t" 'BEGIN { exit !(t > 0) }'; then
-    r=$(awk -v t="$t" -v s="$s" 'BEGIN { printf "%.2fx", s / t }')
-  fi
-  printf '%-34s %12s %12s %10s   %s\n' "$1" "$t" "$s" "$r" "$3 is better"
+# ---- table -------------------------------------------------------------------------
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) printf "%s", v[(NR + 1) / 2]; else { m = sprintf("%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2); sub(/0+$/, "", m); sub(/\.$/, "", m); printf "%s", m } }'; }
+cell() {  # cell KEY.MODE: the median, or "VOID k/n" / "FAILED k/n" when any run was not ok
+  local bad=${BAD[$1]:-} good=${VALS[$1]:-} nb ng
+  nb=$(wc -w <<<"$bad"); ng=$(wc -w <<<"$good")
+  if [ "$nb" -gt 0 ]; then  # "VOID k/n", "FAILED k/n", or both: "VOID 2+FAILED 1/3"
+    local nv nf; nv=$(grep -o VOID <<<"$bad" | wc -l) nf=$(grep -o FAILED <<<"$bad" | wc -l)
+    if [ "$nf" = 0 ]; then echo "VOID $nv/$((nb + ng))"
+    elif [ "$nv" = 0 ]; then echo "FAILED $nf/$((nb + ng))"
+    else echo "VOID $nv+FAILED $nf/$((nb + ng))"; fi
+  elif [ "$ng" -gt 0 ]; then median <<<"$good"
+  else echo "-"; fi
 }
+isnum() { [[ $1 =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; }
+# ROWS: KEY|SMC-MODE|LABEL|BETTER|GATE (lat: SMC-R/TCP must stay <= MAX_LAT_RATIO; rate: >= MIN_RATE_RATIO)
+ROWS=(
+  "pp_avg|smc|sockperf ping-pong 14 B avg (us)|lower|-"
+  "pp_p50|smc|sockperf ping-pong 14 B p50 (us)|lower|lat"
+  "pp_p99|smc|sockperf ping-pong 14 B p99 (us)|lower|-"
+  "tp64k|smc|sockperf throughput 64000 B (MB/s)|higher|rate"
+  "tp1k|smc|sockperf throughput 1024 B (MB/s)|higher|rate"
+  "redis_set|smc|redis SET -c50 -d1024 (req/s)|higher|rate"
+  "redis_get|smc|redis GET -c50 -d1024 (req/s)|higher|rate"
+  "redis_set_p16|smc|redis SET -c50 -d1024 -P16 (req/s)|higher|rate"
+  "redis_get_p16|smc|redis GET -c50 -d1024 -P16 (req/s)|higher|rate"
+  "ngx1|smc|nginx 1w + wrk -c50 keepalive 1KiB (req/s)|higher|rate"
+  "ngx2|smc|nginx 2w + wrk -c50 keepalive 1KiB (req/s)|higher|rate"
+  "ngx_close|smc|nginx 1w + wrk Connection: close (conn/s)|higher|rate"
+  "ngx_close|pol|  same, policy 'deny port' -> TCP (conn/s)|higher|rate"
+  "loop_rate|smc|connect/request/close loop (conn/s)|higher|rate"
+  "loop_rate|pol|  same, policy 'deny port' -> TCP (conn/s)|higher|rate"
+  "loop_conn_p50|smc|connect() p50 (us)|lower|-"
+  "loop_fb_p50|smc|connect() to first reply byte p50 (us)|lower|-"
+  "loop_fb_p99|smc|connect() to first reply byte p99 (us)|lower|-"
+  "loop_fb_p50|pol|  same p50, policy 'deny port' -> TCP (us)|lower|-"
+  "idle_setup|smc|idle: opening $IDLE_CONNS conns (conn/s)|higher|-"
+  "idle_cpu_cli|smc|idle: client CPU% over ${IDLE_SECS}s|lower|-"
+  "idle_cpu_srv|smc|idle: server CPU% over ${IDLE_SECS}s|lower|-"
+  "idle_rss_cli|smc|idle: client RSS per conn (KiB)|lower|-"
+  "idle_rss_srv|smc|idle: server RSS per conn (KiB)|lower|-"
+  "idle_pss|smc|idle: Pss anon+shmem, cli+srv, per conn (KiB)|lower|-"
+  "idle_shm|smc|idle: RMB memfd mapped per conn (KiB)|lower|-"
+)
+TABLE="$OUTDIR/table.txt" TSV="$OUTDIR/results.tsv"
+RUN_EL=$(awk -v a="$T_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cpu_snap; FOREIGN=$(foreign "$ALL_SNAP" "$SNAP" "$RUN_EL") STEAL=$(steal "$ALL_SNAP" "$SNAP" "$RUN_EL")
+MAXF=$(awk -F'\t' 'NR > 1 && $6 + 0 > m { m = $6 + 0; r = $2 " [" $3 "] rep " $1 } END { printf "%d%% (%s)", m, r }' "$RUNS")
+GATE_FAILS=()
+{
+  echo "smcr bench on $(hostname): $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), kernel $(uname -r)"
+  echo "$(date -u +%Y-%m-%dT%H:%MZ); tree $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" status --porcelain -- core preload 2>/dev/null | grep -q . && echo ' + uncommitted changes in core/ preload/')"
+  echo "medians of $REPS interleaved run(s) per cell; -t $SECS s, redis -n $REQS (-P16: $((REQS * 5))), $IDLE_CONNS idle conns"
+  echo "other load: processes outside this benchmark used ~${FOREIGN}% of the machine's CPU during it (worst run: $MAXF); steal ${STEAL}%"
+  printf '%-46s %12s %12s %10s\n' "" "TCP" "SMC-R" "SMC-R/TCP"
+} >"$TABLE"
+printf 'key\tsmc_mode\tlabel\tbetter\ttcp_median\tsmc_median\tratio\ttcp_values\tsmc_values\n' >"$TSV"
+for r in "${ROWS[@]}"; do
+  IFS='|' read -r key sm label better gate <<<"$r"
+  t=$(cell "$key.tcp") s=$(cell "$key.$sm") ratio="-"
+  [ "$t$s" = -- ] && continue  # not run (-s)
+  if isnum "$t" && isnum "$s" && awk -v t="$t" 'BEGIN { exit !(t > 0) }'; then
+    ratio=$(awk -v t="$t" -v s="$s" 'BEGIN { printf "%.2fx", s / t }')
+  fi
+  printf '%-46s %12s %12s %10s   %s is better\n' "$label" "$t" "$s" "$ratio" "$better" >>"$TABLE"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$sm" "$label" "$better" "$t" "$s" "${ratio%x}" \
+    "${VALS[$key.tcp]:-}${BAD[$key.tcp]:-}" "${VALS[$key.$sm]:-}${BAD[$key.$sm]:-}" >>"$TSV"
+  # gates (enforced in quick mode)
+  if [[ $s == VOID* || $s == FAILED* ]]; then GATE_FAILS+=("$label: SMC-R side $s")
+  elif [[ $t == VOID* || $t == FAILED* ]]; then GATE_FAILS+=("$label: TCP side $t")
+  elif [ "$ratio" != - ]; then
+    x=${ratio%x}
+    [ "$gate" = lat ] && awk -v x="$x" -v m="$MAX_LAT_RATIO" 'BEGIN { exit !(x > m) }' && GATE_FAILS+=("$label: SMC-R/TCP $ratio > ${MAX_LAT_RATIO}x")
+    [ "$gate" = rate ] && awk -v x="$x" -v m="$MIN_RATE_RATIO" 'BEGIN { exit !(x < m) }' && GATE_FAILS+=("$label: SMC-R/TCP $ratio < ${MIN_RATE_RATIO}x")
+  fi
+done
+{
+  echo "SMC-R cells count only runs whose client's counters show smc_active > 0 and fallback_total == 0;"
+  echo "policy cells only runs with smc_active == 0 and every fallback a policy one (else VOID k/n)."
+  echo "'VOID k/n' / 'FAILED k/n': k of n runs were not proven / failed (details above and in $RUNS)."
+} >>"$TABLE"
 echo
-echo "smcr bench on $(hostname) ($(nproc) CPUs), $(date -u +%Y-%m-%dT%H:%MZ), same run, sockperf -t $SECS"
-printf '%-34s %12s %12s %10s\n' "" "TCP" "SMC-R" "SMC-R/TCP"
-row "sockperf pp 14 B avg latency (us)" pp_avg lower
-row "sockperf pp 14 B p50 latency (us)" pp_p50 lower
-row "sockperf pp 14 B p99 latency (us)" pp_p99 lower
-row "sockperf tp 64000 B (MB/s)" tp_mbs higher
-row "redis SET -c 50 -d 1024 (req/s)" redis_set higher
-row "redis GET -c 50 -d 1024 (req/s)" redis_get higher
-echo "SMC-R rows are counted only when the client's counters show smc_active > 0 and fallback_total == 0 (else VOID)."
-echo "${SMC_PROOF:-}"
+cat "$TABLE"
+echo
+echo "proof: counters of the smc_run runs (client; server), summed over the repetitions:"
+[ -s "$LOG/proof.tsv" ] && awk -F'\t' '
+  { k = $1; if (!(k in runs)) order[n++] = k; runs[k]++; if ($2 != "ok") bad[k] = bad[k] " " $2
+    for (side = 3; side <= 4; side++) { m = split($side, kv, " ")
+      for (i = 1; i <= m; i++) { split(kv[i], p, "="); key = k SUBSEP side SUBSEP p[1]
+        if (!(key in sum)) names[k, side] = names[k, side] " " p[1]; sum[key] += p[2] } } }
+  END { for (j = 0; j < n; j++) { k = order[j]; line = sprintf("  %-26s %d run(s)%s:", k, runs[k], bad[k] ? " (" substr(bad[k], 2) ")" : "")
+      for (side = 3; side <= 4; side++) { m = split(names[k, side], nm, " "); line = line (side == 4 ? ";" : "")
+        for (i = 1; i <= m; i++) line = line " " nm[i] "=" sum[k SUBSEP side SUBSEP nm[i]] }
+      print line } }' "$LOG/proof.tsv" | tee -a "$TABLE"
+echo "(aborts: connections closed with unread data, the SMC-R analog of a TCP RST; wrk leaves requests in flight when it stops)" | tee -a "$TABLE"
+
+# ---- chart ---------------------------------------------------------------------------
+PNG="$OUTDIR/bench.png"
+if command -v gnuplot >/dev/null 2>&1; then
+  # SMC-R relative to TCP, oriented so that > 1 means SMC-R is better (1/ratio for lower-is-better rows)
+  awk -F'\t' 'NR > 1 { lab = $3; gsub(/"/, "", lab); if ($2 == "smc") of[$1] = lab; else lab = of[$1] " [policy: TCP]" }
+    NR > 1 && $7 ~ /^[0-9.]+$/ && $7 > 0 {
+      rel = ($4 == "lower") ? 1 / $7 : $7
+      printf "%d\t\"%s\"\t%.4f\t%d\n", n++, lab, rel, ($2 == "pol") ? 2 : 1 }' "$TSV" >"$OUTDIR/chart.dat"
+  if [ -s "$OUTDIR/chart.dat" ]; then
+    gnuplot 2>"$LOG/gnuplot.err" <<EOF
+set terminal pngcairo size 1500,900 font ",10"
+set output "$PNG"
+set title "smcr: SMC-R relative to loopback TCP, medians of $REPS run(s), $(nproc) CPUs, kernel $(uname -r)\\n> 1 = SMC-R better; grey: smc_run with a policy that keeps the flow on TCP" noenhanced
+set style fill solid 0.8
+set boxwidth 0.7
+set logscale y 2
+set yrange [0.01:20]
+set grid ytics
+set xtics rotate by -55 left noenhanced
+set bmargin 20
+set rmargin 22
+set linetype 1 lc rgb "#3070b0"
+set linetype 2 lc rgb "#a0a0a0"
+set ylabel "SMC-R vs TCP (higher-is-better: SMC/TCP; lower-is-better: TCP/SMC)"
+set arrow from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb "black"
+unset key
+plot "$OUTDIR/chart.dat" using 1:3:4:xtic(2) with boxes lc variable, \
+     "" using 1:3:(sprintf("%.2f", \$3)) with labels offset 0,0.7 font ",8"
+EOF
+    if [ -s "$PNG" ]; then echo "bench: chart: $PNG"; else echo "bench: gnuplot failed: $(head -3 "$LOG/gnuplot.err")" >&2; fi
+  fi
+else
+  echo "bench: gnuplot not installed (apt-get install gnuplot-nox, or scripts/install-deps.sh): no chart"
+fi
+echo "bench: table: $TABLE, medians: $TSV, every run: $RUNS"
+ELAPSED=$(awk -v a="$T_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+echo "bench: total runtime ${ELAPSED} s"
+
+if ((${#GATE_FAILS[@]})); then
+  echo "bench: $( [ "$QUICK" = 1 ] && echo 'QUICK CHECK FAILED' || echo 'would fail the quick check'):" >&2
+  printf '  %s\n' "${GATE_FAILS[@]}" >&2
+  [ "$QUICK" = 1 ] && exit 1
+fi
+[ "$FOREIGN" -ge 10 ] && echo "bench: warning: other processes used ~${FOREIGN}% of the CPUs during the benchmark: figures are disturbed (see foreign_cpu_pct in $RUNS)" >&2
+[ "$QUICK" = 1 ] && echo "bench: quick check passed"
+exit 0

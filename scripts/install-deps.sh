@@ -14,6 +14,7 @@ PKGS=(
   libgtest-dev googletest
   redis-server redis-tools sockperf
   nginx-light curl wrk iperf3
+  gnuplot-nox
   file man-db
   python3 iproute2 procps
 )
