@@ -149,6 +149,16 @@ Connection* Connection::create(const ConnectionSetup& s) {
   return c;
 }
 
+bool Connection::make_readiness_pair(int* app_end, int* engine_end) {
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  *app_end = sys::hide_fd(sv[0]);
+  *engine_end = sys::hide_fd(sv[1]);
+  int small = 1;
+  sys::setsockopt(*app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  return true;
+}
+
 void Connection::reset_fields() {
   group_ = nullptr;
   link_ = nullptr;
@@ -249,10 +259,7 @@ bool Connection::hand_over_locked() {
   // read end-of-file and fail to write, which a closed connection gives too.
   if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
   // The readiness bytes are ours: none may reach the child as data.
-  char junk[64];
-  while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
-  }
-  rd_rung_ = false;
+  drain_readiness_locked();
   make_writable_locked();
   sys::close(app_fd_);
   app_fd_ = -1;
@@ -266,13 +273,11 @@ bool Connection::hand_over_locked() {
     SMCR_LOG(1, "conn %08x: handover after the peer's EOF with %u unread bytes: aborting", local_token_, unread);
     return false;
   }
-  int sv[2];
-  if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
   int child_fd = engine_end_;
-  app_fd_ = sys::hide_fd(sv[0]);
-  engine_end_ = sys::hide_fd(sv[1]);
-  int small = 1;  // as for any readiness socket: writable state in a few bytes
-  sys::setsockopt(app_fd_, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  if (!make_readiness_pair(&app_fd_, &engine_end_)) {
+    engine_end_ = child_fd;
+    return false;
+  }
   rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
   if (unread > 0) ring_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
@@ -455,10 +460,7 @@ void Connection::lower_priority_locked() {
   priority_raised_ = false;
   // The emptied out-of-band record still reads as "readable" until a normal
   // receive passes it: start the readiness bytes afresh.
-  char junk[64];
-  while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
-  }
-  rd_rung_ = false;
+  drain_readiness_locked();
   if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
 }
 
@@ -483,6 +485,13 @@ void Connection::clear_readable_locked() {
     int at_mark = 0;
     if (priority_raised_ && (sys::ioctl(app_fd_, SIOCATMARK, &at_mark) != 0 || at_mark)) break;
     if (sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+  }
+  rd_rung_ = false;
+}
+
+void Connection::drain_readiness_locked() {
+  char junk[64];
+  while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
   }
   rd_rung_ = false;
 }

@@ -56,6 +56,10 @@ struct ConnectionSetup {
 class Connection {
  public:
   static Connection* create(const ConnectionSetup& setup);
+  // A readiness socketpair (see above): both ends close-on-exec and out of
+  // the application's fd range, the app end with a send buffer of a few
+  // bytes so a writer can make it unwritable. False (errno) on failure.
+  static bool make_readiness_pair(int* app_end, int* engine_end);
 
   // Reference counting: the fd table holds one reference, the engine one
   // while the connection is registered with its group. Memory is recycled,
@@ -188,6 +192,8 @@ class Connection {
   void maybe_send_consumer_update_locked();
   void ring_readable_locked();
   void clear_readable_locked();
+  // Throws away every readiness byte queued on the app end.
+  void drain_readiness_locked();
   void signal_eof_locked();
   void signal_reset_locked();
   void make_unwritable_locked();

@@ -151,10 +151,7 @@ struct Reserved {
 
 Reserved reserve(int fd) {
   Reserved r;
-  int sv[2];
-  if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return r;
-  r.app_end = smcr::sys::hide_fd(sv[0]);
-  r.engine_end = smcr::sys::hide_fd(sv[1]);
+  if (!Connection::make_readiness_pair(&r.app_end, &r.engine_end)) return r;
   r.tcp = smcr::sys::hide_fd(smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (r.tcp < 0) r.release();
   return r;
@@ -165,10 +162,6 @@ Reserved reserve(int fd) {
 void install(int fd, Connection* c, const Reserved& r) {
   int status = smcr::sys::fcntl(fd, F_GETFL);
   int fdflags = smcr::sys::fcntl(fd, F_GETFD);
-  // A tiny send buffer on the app end: the writer can make it unwritable
-  // with a few bytes when the peer's window is full.
-  int small = 1;
-  smcr::sys::setsockopt(r.app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   if (status & O_NONBLOCK) smcr::sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   c->set_tcp_fd(r.tcp);
   // Set before connect() (or on the listener, which accepted sockets inherit).
