@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/cdc_mem.h"
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/handoff.h"
@@ -130,6 +131,7 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->peer_rmb_on_ = s.peer_rmbs;
   for (const LocalRmb& r : s.rmbs)
     if (r.addr && !r.alias) c->rmb_ = r;
+  c->rx_control_ = c->rmb_.control;
   const RemoteRmb& peer = s.peer_rmbs[static_cast<size_t>(s.slot)];
   c->rx_space_ = cdc::CursorSpace(c->rmb_.size, s.rmbe_base);
   c->tx_space_ = cdc::CursorSpace(peer.size, s.rmbe_base);
@@ -142,6 +144,8 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->handoff_ = handoff::alloc_state();
   c->rx_prod_ = c->rx_cons_ = c->rx_cons_sent_ = c->rx_space_.initial();
   c->tx_prod_ = c->tx_cons_peer_ = c->tx_space_.initial();
+  c->tx_published_prod_ = c->tx_space_.initial();
+  c->tx_published_cons_ = c->rx_space_.initial();
   if (s.rmbe_base == 4) std::memcpy(c->rmb_.addr, kRmbeEyecatcher, 4);
   // One reference for the fd table, one for the group registration.
   c->refs_.store(2, std::memory_order_release);
@@ -185,13 +189,26 @@ void Connection::reset_fields() {
   handoff_ = nullptr;
   relayed_ = false;
   handover_seen_.store(false);
-  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
+  wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
+  rd_owed_ = 0;
+  rx_control_ = nullptr;
+  rx_control_seen_ = 0;
+  rx_urgent_seen_ = 0;
+  rx_urgent_seen_valid_ = false;
+  peer_bell_fd_ = -1;
+  rd_armed_ = wr_armed_ = in_reader_ = false;
+  spin_misses_ = 0;
+  spin_skip_ = 0;
+  tx_published_prod_ = tx_published_cons_ = cdc::Cursor{};
+  tx_published_done_ = false;
   rx_urgent_ = Urgent::kNone;
   rx_urgent_mark_ = cdc::Cursor{};
   rx_urgent_byte_ = 0;
   oob_inline_ = priority_raised_ = tx_urgent_ = false;
   state_ = CloseState::kActive;
   timer_deadline_.store(0);
+  for (const InboxItem& item : inbox_)
+    if (item.bell_fd >= 0) sys::close(item.bell_fd);
   inbox_.clear();
   inbox_nonempty_.store(false);
 }
@@ -218,8 +235,10 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   nonblocking_ = nonblocking;
   // Data or a close may have arrived between the handshake and now.
   if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
+  else arm_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
   if (aborted_ || peer_lost_) signal_reset_locked();
+  send_bell_locked();
 }
 
 uint64_t process_generation() { return g_generation.load(std::memory_order_relaxed); }
@@ -228,7 +247,7 @@ bool Connection::foreign() const { return owner_generation_ != process_generatio
 
 void Connection::forget_in_child() {
   // Only this process's descriptors: the parent's connection is untouched.
-  for (int fd : {app_fd_, engine_end_, tcp_fd_})
+  for (int fd : {app_fd_, engine_end_, tcp_fd_, peer_bell_fd_})
     if (fd >= 0) sys::close(fd);
 }
 
@@ -258,6 +277,9 @@ bool Connection::hand_over_locked() {
   // The peer closed both ways and nothing is left to read: a child could only
   // read end-of-file and fail to write, which a closed connection gives too.
   if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
+  // The peer may write into this socket itself (a doorbell byte, or draining
+  // it for POLLOUT): from here it is the child's byte stream.
+  revoke_peer_bell_locked();
   // The readiness bytes are ours: none may reach the child as data.
   drain_readiness_locked();
   make_writable_locked();
@@ -278,7 +300,9 @@ bool Connection::hand_over_locked() {
     engine_end_ = child_fd;
     return false;
   }
-  rd_rung_ = wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  rd_owed_ = 0;
+  rd_armed_ = wr_armed_ = false;
   if (unread > 0) ring_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
   relayed_ = true;
@@ -337,7 +361,21 @@ std::string Connection::describe() {
            rmb_.size, peer_rmb_on_[static_cast<size_t>(slot_)].size, static_cast<unsigned long long>(tx_bytes_),
            static_cast<unsigned long long>(rx_bytes_), aborted_ ? 0 : rx_space_.used(rx_prod_, rx_cons_).value_or(0),
            app_closed_ ? 1 : 0, group_ ? group_->link_num_at(slot_) : 0);
-  return buf;
+  std::string out = buf;
+  if (rx_control_) {
+    // CDCs through memory: what we wait for and what the peer may ring.
+    const uint8_t* peer_page = peer_rmb_on_[static_cast<size_t>(slot_)].control;
+    snprintf(buf, sizeof buf,
+             " cdc=memory wants=%x/%x peer_wants=%x/%x peer_bell=%d readable=%s writable=%s window=%u",
+             cdcmem::load_want(rx_control_, cdcmem::Want::kData), cdcmem::load_want(rx_control_, cdcmem::Want::kWindow),
+             peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kData) : 0u,
+             peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kWindow) : 0u,
+             peer_bell_fd_ >= 0 ? 1 : 0,
+             rd_owed_ ? "rung" : rd_armed_ ? "armed" : "quiet", wr_filled_ ? (wr_armed_ ? "armed" : "filled") : "yes",
+             send_space_locked());
+    out += buf;
+  }
+  return out;
 }
 
 CloseState Connection::state() {
@@ -471,29 +509,217 @@ bool Connection::rmbe_eyecatcher_ok() const {
 // ---------------------------------------------------------------- readiness
 
 void Connection::ring_readable_locked() {
-  if (rd_rung_ || engine_end_ < 0) return;
+  if (rd_owed_ > 0 || engine_end_ < 0) return;
+  if (rd_armed_) {
+    // Data is here: take the bit back, or count the byte of the peer that
+    // took it first (it is on the way).
+    rd_armed_ = false;
+    if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) {
+      ++rd_owed_;
+      return;
+    }
+  }
+  // A reader that holds the connection takes the data itself and settles
+  // the socket on its way out.
+  if (in_reader_ && rx_control_) return;
   char b = 'r';
-  if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) rd_rung_ = true;
+  if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) ++rd_owed_;
 }
 
 void Connection::clear_readable_locked() {
-  if (!rd_rung_ || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  if (app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  if (rd_armed_) {
+    if (cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed) return;  // still armed
+    // The peer took the bit: its byte is (or is about to be) on the socket.
+    rd_armed_ = false;
+    ++rd_owed_;
+  }
+  // Exactly the bytes rung, no more: a byte left behind (one the peer had
+  // claimed but not yet sent) would make the socket readable with nothing
+  // to read, which a TCP socket with one reader never is (wrk counts the
+  // EAGAIN as a read error).
   char buf[64];
-  for (;;) {
+  int64_t give_up_ms = 0;
+  while (rd_owed_ > 0) {
     // A receive that reached the out-of-band byte would throw it away
     // (and POLLPRI with it): stop at its mark.
     int at_mark = 0;
     if (priority_raised_ && (sys::ioctl(app_fd_, SIOCATMARK, &at_mark) != 0 || at_mark)) break;
-    if (sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+    ssize_t n = sys::recv(app_fd_, buf, std::min<size_t>(rd_owed_, sizeof buf), MSG_DONTWAIT);
+    if (n > 0) {
+      rd_owed_ -= std::min<uint32_t>(rd_owed_, static_cast<uint32_t>(n));
+      continue;
+    }
+    if (n == 0 || errno != EAGAIN || !rx_control_) break;
+    // The peer is between claiming the bit and sending: microseconds,
+    // unless it is descheduled or gone.
+    if (give_up_ms == 0) give_up_ms = sys::now_ms() + 20;
+    if (sys::now_ms() > give_up_ms || wait_fd(app_fd_, POLLIN, 1) < 0) break;
   }
-  rd_rung_ = false;
+  rd_owed_ = 0;
+  arm_readable_locked();
+}
+
+void Connection::arm_readable_locked() {
+  if (!rx_control_ || rd_armed_ || rd_owed_ > 0 || engine_end_ < 0) return;
+  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_control_seen_);
+  rd_armed_ = true;
+  // Published before the peer could see the bit: it will not ring for it.
+  pull_cdc_locked();
+}
+
+void Connection::settle_readable_locked() {
+  if (!rx_control_ || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  uint32_t unread = aborted_ ? 0 : rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+  if (unread > 0) ring_readable_locked();
+  else arm_readable_locked();
+}
+
+namespace {
+
+// How long a blocking read watches for the peer before sleeping:
+// SMCR_SPIN_US (0: never), default kDefaultSpinUs.
+constexpr int kDefaultSpinUs = 40;
+int64_t spin_budget_ns() {
+  static const int64_t ns = [] {
+    const char* v = env("SMCR_SPIN_US");
+    long us = v ? strtol(v, nullptr, 10) : kDefaultSpinUs;
+    return static_cast<int64_t>(std::clamp<long>(us, 0, 10000)) * 1000;
+  }();
+  return ns;
+}
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+bool Connection::spin_for_data_locked() {
+  int64_t budget = spin_budget_ns();
+  if (!rx_control_ || budget == 0 || app_fd_ < 0) return false;
+  if (spin_skip_ > 0) {
+    --spin_skip_;
+    return false;
+  }
+  if (rd_armed_) {
+    rd_armed_ = false;
+    if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) {
+      // The peer published and is ringing.
+      ++rd_owed_;
+      pull_cdc_locked();
+      return true;
+    }
+  }
+  // Held: the connection cannot be released (and its page unmapped) by
+  // another thread meanwhile; our engine parks its messages (inbox).
+  uint32_t seen = rx_control_seen_;
+  int64_t deadline = now_ns() + budget;
+  for (uint32_t i = 1;; ++i) {
+    if (cdcmem::version(rx_control_) != seen || inbox_nonempty_.load(std::memory_order_relaxed)) {
+      spin_misses_ = 0;
+      drain_inbox_locked();
+      return true;
+    }
+    __builtin_ia32_pause();
+    if ((i & 31) == 0 && now_ns() > deadline) break;
+  }
+  // Nothing came: a peer that is slow to answer costs us a sleep anyway, so
+  // after a few misses sleep at once for a while (up to 64 reads).
+  if (spin_misses_ < 6) ++spin_misses_;
+  if (spin_misses_ >= 3) spin_skip_ = 1u << spin_misses_;
+  return false;
+}
+
+void Connection::pull_cdc_locked() {
+  if (!rx_control_ || released_ || cdcmem::version(rx_control_) == rx_control_seen_) return;
+  cdc::Message m;
+  cdcmem::UrgentRecord urgent;
+  if (!cdcmem::fetch(rx_control_, &rx_control_seen_, &m, &urgent)) return;
+  if (m.alert_token != local_token_) {
+    protocol_violation_locked("CDC in the control page names another connection");
+    return;
+  }
+  if (urgent.valid && (!rx_urgent_seen_valid_ || urgent.seq != rx_urgent_seen_)) {
+    // The CDC that carried U may have been replaced by a newer one before we
+    // looked: process it first, as the link would have delivered it.
+    rx_urgent_seen_valid_ = true;
+    rx_urgent_seen_ = urgent.seq;
+    if (!rx_seq_seen_ || cdc::seq_newer(urgent.seq, rx_seq_)) {
+      cdc::Message u;
+      u.seq = urgent.seq;
+      u.alert_token = local_token_;
+      u.producer = urgent.producer;
+      u.consumer = tx_cons_peer_;
+      u.flags.urgent_pending = u.flags.urgent_present = true;
+      process_cdc_locked(u);
+    }
+  }
+  process_cdc_locked(m);
+}
+
+void Connection::send_bell_locked() {
+  if (!rx_control_ || !link_ || engine_end_ < 0 || link_dead_ || released_) return;
+  link_->post_message_with_fd(cdcmem::encode_bell(peer_token_), engine_end_);
+}
+
+void Connection::set_peer_bell(int fd) {
+  InboxItem item;
+  item.bell_fd = fd;
+  park(item);
+}
+
+void Connection::take_peer_bell_locked(int fd) {
+  if (released_ || peer_bell_fd_ >= 0 || !group_ || !peer_rmb_on_[static_cast<size_t>(slot_)].control) {
+    sys::close(fd);
+    return;
+  }
+  peer_bell_fd_ = sys::hide_fd(fd);
+}
+
+void Connection::revoke_peer_bell_locked() {
+  if (!rx_control_) return;
+  cdcmem::forbid_direct(rx_control_);
+  // A ring the peer took before it saw the prohibition may still be in flight.
+  int64_t deadline = sys::now_ms() + 200;
+  while (cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) != 0 && sys::now_ms() < deadline)
+    sched_yield();
+  rd_armed_ = wr_armed_ = false;
+  pull_cdc_locked();
+}
+
+bool Connection::wake_peer_locked(uint8_t* page, uint32_t published, bool data_moved, bool window_moved) {
+  if (peer_bell_fd_ < 0 || cdcmem::direct_forbidden(page)) return false;
+  uint32_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
+  uint32_t want_window = window_moved ? cdcmem::load_want(page, cdcmem::Want::kWindow) : 0;
+  bool ring = want_data & cdcmem::kArmed;
+  bool open = want_window & cdcmem::kArmed;
+  if (!ring && !open) return true;
+  auto ringing = cdcmem::ringing(page);
+  ringing.fetch_add(1, std::memory_order_seq_cst);
+  // Taken only as armed next to this CDC: an arming after the peer read
+  // the data is not ours to answer.
+  if (ring && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, published)) {
+    char b = 'r';
+    sys::send(peer_bell_fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, published)) {
+    // The peer's writer filled its own socket to block POLLOUT: empty it.
+    char buf[16384];
+    while (sys::recv(peer_bell_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+    }
+  }
+  ringing.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
 }
 
 void Connection::drain_readiness_locked() {
   char junk[64];
   while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
   }
-  rd_rung_ = false;
+  rd_owed_ = 0;
 }
 
 void Connection::signal_eof_locked() {
@@ -522,15 +748,29 @@ void Connection::signal_reset_locked() {
 }
 
 void Connection::make_unwritable_locked() {
-  if (wr_filled_ || app_fd_ < 0) return;
+  if (app_fd_ < 0) return;
+  // Only we fill the socket, but with CDCs through memory the peer empties
+  // it, possibly still from its last wake-up: wr_filled_ may be stale, so
+  // fill again (one failing send when it is still full).
+  if (wr_filled_ && !rx_control_) return;
   static char junk[16384];
   while (sys::send(app_fd_, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
   }
   wr_filled_ = true;
+  if (rx_control_ && engine_end_ >= 0) {
+    // The peer empties the socket when it consumes (core/cdc_mem.h).
+    cdcmem::arm(rx_control_, cdcmem::Want::kWindow, rx_control_seen_);
+    wr_armed_ = true;
+    pull_cdc_locked();
+  }
 }
 
 void Connection::make_writable_locked() {
   if (!wr_filled_ || engine_end_ < 0) return;
+  if (wr_armed_) {
+    wr_armed_ = false;
+    cdcmem::disarm(rx_control_, cdcmem::Want::kWindow);
+  }
   char buf[16384];
   while (sys::recv(engine_end_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
   }
@@ -591,6 +831,13 @@ void Connection::maybe_send_consumer_update_locked() {
   uint32_t cap = rx_space_.capacity();
   uint32_t gain = rx_space_.used(rx_cons_, rx_cons_sent_).value_or(0);
   if (gain == 0) return;
+  // Through memory an update costs a cache line: the writer always sees the
+  // whole window (more often than RFC 4.5.1 requires, which it allows).
+  if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control;
+      page && peer_bell_fd_ >= 0 && !cdcmem::direct_forbidden(page)) {
+    send_cdc_locked(false, false, false);
+    return;
+  }
   uint32_t writer_view_used = rx_space_.used(rx_prod_, rx_cons_sent_).value_or(cap);
   uint32_t writer_window = cap - std::min(cap, writer_view_used);
   bool rule_a = writer_window < cap / 2 && gain >= cap / 10;
@@ -640,6 +887,15 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   if (flags & MSG_OOB) return recv_urgent_locked(iov, iovcnt, flags);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   if (want == 0) return 0;
+  // Declared after `lock`: runs while the connection is still held.
+  struct ReaderScope {
+    Connection* c;
+    explicit ReaderScope(Connection* conn) : c(conn) { c->in_reader_ = true; }
+    ~ReaderScope() {
+      c->in_reader_ = false;
+      c->settle_readable_locked();
+    }
+  } reader(this);
   IovCursor out(iov, iovcnt);
   size_t done = 0;
   for (;;) {
@@ -709,7 +965,10 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     if (!more_coming && avail == 0) return static_cast<ssize_t>(done);  // EOF
     if (done > 0 && !waitall) return static_cast<ssize_t>(done);
+    if (!dontwait && spin_for_data_locked()) continue;
+    uint32_t seen = rx_control_seen_;
     clear_readable_locked();
+    if (rx_control_seen_ != seen) continue;  // arming found a CDC: look again
     if (dontwait) {
       if (done) return static_cast<ssize_t>(done);
       errno = EAGAIN;
@@ -717,10 +976,12 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     int fd = app_fd_;
     int timeout = rcvtimeo_ms_;
+    in_reader_ = false;
     lock.unlock();
     int r = wait_fd(fd, POLLIN, timeout);
     int saved = errno;
     lock.lock();
+    in_reader_ = true;
     if (r == 0) {
       if (done) return static_cast<ssize_t>(done);
       errno = EAGAIN;
@@ -948,6 +1209,9 @@ void Connection::release_resources_locked() {
   }
   // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
   // peer's RMBE will not be written again.
+  if (peer_bell_fd_ >= 0) sys::close(peer_bell_fd_);
+  peer_bell_fd_ = -1;
+  rx_control_ = nullptr;  // unmapped with the RMB below
   if (group_) {
     bool had_rmb = rmb_.addr != nullptr;
     auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_);
@@ -980,6 +1244,8 @@ void Connection::unlock() {
 }
 
 void Connection::drain_inbox_locked() {
+  // The CDC in memory first: a parked link message is never newer than it.
+  pull_cdc_locked();
   if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
   std::vector<InboxItem> parked;
   {
@@ -991,7 +1257,9 @@ void Connection::drain_inbox_locked() {
 }
 
 void Connection::process_item_locked(const InboxItem& item) {
-  if (item.down_slot == kAllLinks) {
+  if (item.bell_fd >= 0) {
+    take_peer_bell_locked(item.bell_fd);
+  } else if (item.down_slot == kAllLinks) {
     link_dead_ = true;
     peer_lost_locked("link failed");
   } else if (item.down_slot >= 0) {
@@ -1051,6 +1319,23 @@ void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
 }
 
 bool Connection::post_cdc_locked(const cdc::Message& m) {
+  if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control; page && !link_->failed()) {
+    uint32_t published = cdcmem::publish(page, m);
+    bool data_moved = !(m.producer == tx_published_prod_);
+    bool window_moved = !(m.consumer == tx_published_cons_);
+    tx_published_prod_ = m.producer;
+    tx_published_cons_ = m.consumer;
+    // State changes also go on the link: the peer's engine must see them
+    // even when no application thread of the peer is reading.
+    bool state_change = m.flags.peer_conn_abort || m.flags.peer_conn_closed || m.flags.urgent_present ||
+                        (m.flags.peer_done_writing && !tx_published_done_);
+    tx_published_done_ = m.flags.peer_done_writing;
+    if (!state_change && wake_peer_locked(page, published, data_moved, window_moved)) {
+      if (unacked_count_ == 0) tx_seq_acked_ = m.seq;  // delivered: it is in the peer's memory
+      counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
   uint64_t id = 0;
   if (!link_->post_message_tracked(cdc::encode(m), &id)) return false;
   // A full ring cannot happen while the send queue is shallower than the

@@ -140,6 +140,11 @@ class Connection {
   // its kernel aborted the connection). Unless the SMC-R close (C or A)
   // arrives within a short grace period, the peer is treated as lost.
   void on_tcp_peer_gone();
+  // Engine thread: the peer's readiness socket (the engine end of its
+  // socketpair) arrived over the shm link; ours takes ownership of `fd`.
+  // From then on our CDCs reach the peer through memory and we ring its
+  // socket ourselves (core/cdc_mem.h).
+  void set_peer_bell(int fd);
   // Returns true when the connection is done with its timer.
   void on_timer(int64_t now_ms);
   int64_t timer_deadline() const { return timer_deadline_.load(std::memory_order_relaxed); }
@@ -160,11 +165,12 @@ class Connection {
 
  private:
   Connection() = default;
-  // A parked engine event: a CDC, or a link going down (down_slot >= 0;
-  // kAllLinks: every link).
+  // A parked engine event: a CDC, a link going down (down_slot >= 0;
+  // kAllLinks: every link), or the peer's readiness socket.
   struct InboxItem {
     cdc::Message cdc;
     int down_slot = -1;
+    int bell_fd = -1;  // the peer's readiness socket (set_peer_bell)
   };
   static constexpr int kAllLinks = 1000;
   void park(const InboxItem& item);
@@ -192,6 +198,25 @@ class Connection {
   void maybe_send_consumer_update_locked();
   void ring_readable_locked();
   void clear_readable_locked();
+  // --- CDCs through memory (core/cdc_mem.h), shm fabric only ---
+  // Processes the newest CDC the peer wrote into our control page, if any.
+  void pull_cdc_locked();
+  // Asks the peer to ring our readiness socket when data arrives.
+  void arm_readable_locked();
+  // After publishing a CDC: wakes the peer by the bits it set. False if the
+  // peer must get the CDC as a link message instead.
+  bool wake_peer_locked(uint8_t* page, uint32_t published, bool data_moved, bool window_moved);
+  // Inside recvv: a data arrival is not rung (the reader is about to take
+  // it); on the way out the readiness socket is made to match what is left.
+  void settle_readable_locked();
+  // Blocking read with nothing to read: watch the control page for a while
+  // before sleeping (bounded, adaptive). True if the peer published.
+  bool spin_for_data_locked();
+  void take_peer_bell_locked(int fd);
+  // Takes the readiness socket back from the peer (before a handover).
+  void revoke_peer_bell_locked();
+  // Sends the engine end of our readiness socket to the peer.
+  void send_bell_locked();
   // Throws away every readiness byte queued on the app end.
   void drain_readiness_locked();
   void signal_eof_locked();
@@ -255,6 +280,21 @@ class Connection {
   uint32_t local_token_ = 0;
   uint32_t peer_token_ = 0;
 
+  // CDCs through memory: our control page (the peer's CDCs, our wants), the
+  // version of it last processed, the peer's readiness socket, and what the
+  // last CDC we published said (to know whether data or window moved).
+  uint8_t* rx_control_ = nullptr;
+  uint32_t rx_control_seen_ = 0;
+  uint16_t rx_urgent_seen_ = 0;
+  bool rx_urgent_seen_valid_ = false;
+  int peer_bell_fd_ = -1;
+  bool rd_armed_ = false, wr_armed_ = false;  // our wait bits are set (maybe claimed since)
+  bool in_reader_ = false;         // recvv holds the connection
+  uint8_t spin_misses_ = 0;        // spins in a row that saw nothing
+  uint32_t spin_skip_ = 0;         // blocking reads left that sleep without spinning
+  cdc::Cursor tx_published_prod_, tx_published_cons_;
+  bool tx_published_done_ = false;
+
   uint64_t tx_bytes_ = 0, rx_bytes_ = 0;
   cdc::Cursor rx_prod_, rx_cons_, rx_cons_sent_;
   cdc::Cursor tx_prod_, tx_cons_peer_;
@@ -276,7 +316,8 @@ class Connection {
   bool shut_rd_ = false;
   bool app_closed_ = false;
   bool released_ = false;
-  bool rd_rung_ = false, wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
+  uint32_t rd_owed_ = 0;           // doorbell bytes on (or on their way to) the readiness socket
+  bool wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
   bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
   enum class Urgent : uint8_t { kNone, kValid, kRead };
   Urgent rx_urgent_ = Urgent::kNone;

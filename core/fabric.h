@@ -32,6 +32,9 @@ struct LocalRmb {
   uint64_t vaddr = 0;
   int handle = -1;  // fabric-specific (shm: sealed memfd)
   bool alias = false;  // a registration of memory another link owns (register_alias)
+  // shm: the control page after the RMB where the peer writes its CDCs
+  // (core/cdc_mem.h); null on fabrics that carry CDCs as messages only.
+  uint8_t* control = nullptr;
 };
 
 // The peer's RMB as named by its RToken; `addr` is set where the fabric maps
@@ -42,6 +45,7 @@ struct RemoteRmb {
   uint32_t size = 0;
   uint8_t* addr = nullptr;
   bool alias = false;  // shares `addr` with the RToken of another link: not unmapped
+  uint8_t* control = nullptr;  // shm: the peer's control page, where our CDCs go
 };
 
 // An event of the adapter under a link (verbs: its async event queue).

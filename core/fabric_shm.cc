@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/cdc_mem.h"
 #include "core/log.h"
 #include "core/sys.h"
 #include "core/wire.h"
@@ -176,18 +177,21 @@ bool shm_gid_is_local(const clc::Gid& gid) {
 bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
   int fd = static_cast<int>(::syscall(SYS_memfd_create, "smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (fd < 0) return false;
-  if (ftruncate(fd, size) != 0 ||
+  // The RMB, then the page where the peer writes its CDCs (core/cdc_mem.h).
+  const size_t mapped = size + cdcmem::kControlBytes;
+  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0 ||
       sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     sys::close(fd);
     return false;
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     sys::close(fd);
     return false;
   }
   out->addr = static_cast<uint8_t*>(p);
   out->size = size;
+  out->control = out->addr + size;
   out->handle = fd;
   out->rkey = static_cast<uint32_t>(random_u64());
   out->vaddr = random_u64();
@@ -195,9 +199,10 @@ bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
 }
 
 void shm_free_rmb(LocalRmb* rmb) {
-  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size);
+  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size + (rmb->control ? cdcmem::kControlBytes : 0));
   if (rmb->handle >= 0 && !rmb->alias) sys::close(rmb->handle);
   rmb->addr = nullptr;
+  rmb->control = nullptr;
   rmb->handle = -1;
 }
 
@@ -211,7 +216,11 @@ bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
   int seals = sys::fcntl(memfd, F_GET_SEALS);
   bool ok = seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) &&
             st.st_size >= static_cast<off_t>(size) && size > 0;
-  void* p = ok ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
+  // A peer whose memfd has no control page after the RMB gets its CDCs as
+  // link messages only.
+  bool control = ok && st.st_size >= static_cast<off_t>(size + cdcmem::kControlBytes);
+  size_t mapped = size + (control ? cdcmem::kControlBytes : 0);
+  void* p = ok ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
   sys::close(memfd);
   if (p == MAP_FAILED) {
     SMCR_LOG(1, "shm: peer RMB rejected (seals=%d size=%u)", seals, size);
@@ -219,12 +228,14 @@ bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
   }
   out->addr = static_cast<uint8_t*>(p);
   out->size = size;
+  out->control = control ? out->addr + size : nullptr;
   return true;
 }
 
 void shm_unmap_remote(RemoteRmb* rmb) {
-  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size);
+  if (rmb->addr && !rmb->alias) munmap(rmb->addr, rmb->size + (rmb->control ? cdcmem::kControlBytes : 0));
   rmb->addr = nullptr;
+  rmb->control = nullptr;
 }
 
 bool ShmLink::register_alias(const LocalRmb& memory, LocalRmb* out) {

@@ -1,11 +1,14 @@
 #include "core/link_group.h"
 
+#include "core/cdc_mem.h"
+
 #include <algorithm>
 #include <cstring>
 #include <variant>
 #include <vector>
 
 #include "core/cdc.h"
+#include "core/cdc_mem.h"
 #include "core/connection.h"
 #include "core/engine.h"
 #include "core/llc.h"
@@ -218,10 +221,15 @@ void LinkGroup::expect_token(uint32_t token) {
 void LinkGroup::forget_token(uint32_t token) {
   std::lock_guard<std::mutex> lock(mu_);
   early_cdcs_.erase(token);
+  if (auto b = early_bells_.find(token); b != early_bells_.end()) {
+    sys::close(b->second);
+    early_bells_.erase(b);
+  }
 }
 
 void LinkGroup::add_connection(uint32_t token, Connection* c) {
   std::vector<std::array<uint8_t, 44>> early;
+  int bell = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     conns_[token] = c;
@@ -231,9 +239,14 @@ void LinkGroup::add_connection(uint32_t token, Connection* c) {
       early.swap(it->second);
       early_cdcs_.erase(it);
     }
+    if (auto b = early_bells_.find(token); b != early_bells_.end()) {
+      bell = b->second;
+      early_bells_.erase(b);
+    }
   }
   for (const auto& raw : early)
     if (auto m = cdc::decode(raw)) c->on_cdc(*m);
+  if (bell >= 0) c->set_peer_bell(bell);
 }
 
 void LinkGroup::remove_connection(uint32_t token) {
@@ -327,6 +340,7 @@ void LinkGroup::announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>&
 LinkGroup::~LinkGroup() {
   for (PeerRmb& r : peer_rmbs_)
     if (r.fd >= 0) sys::close(r.fd);
+  for (auto& [token, fd] : early_bells_) sys::close(fd);
 }
 
 bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
@@ -359,6 +373,29 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
   if (msg.size() != kLinkMessageLen) {
     SMCR_LOG(1, "link: %zu-byte message (want 44): link down", msg.size());
     on_link_failure(slot);
+    return;
+  }
+  if (auto token = cdcmem::decode_bell(msg); token && shm()) {
+    // A connection's readiness socket, for CDCs through memory.
+    int fd = links_[static_cast<size_t>(slot)].link->take_attached_fd();
+    if (fd < 0) return;
+    Connection* c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = conns_.find(*token);
+      if (it != conns_.end() && it->second->try_ref()) {
+        c = it->second;
+      } else if (early_cdcs_.count(*token) && !early_bells_.count(*token)) {
+        early_bells_[*token] = fd;
+        return;
+      }
+    }
+    if (!c) {
+      sys::close(fd);
+      return;
+    }
+    c->set_peer_bell(fd);
+    c->unref();
     return;
   }
   switch (llc::classify(msg[0])) {

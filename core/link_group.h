@@ -172,6 +172,8 @@ class LinkGroup {
   int users_ = 0;  // connections + handshake holds
   std::vector<PeerRmb> peer_rmbs_;  // announced or in use, until DELETE RKEY
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
+  // Readiness sockets (core/cdc_mem.h) that arrived before their connection.
+  std::map<uint32_t, int> early_bells_;
   bool draining_others_ = false;  // engine thread: a failover validation is draining the other links
 
   std::mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)

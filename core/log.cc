@@ -110,6 +110,7 @@ std::string format_counters() {
   put("tx_bytes", c.tx_bytes.load());
   put("rx_bytes", c.rx_bytes.load());
   put("cdc_sent", c.cdc_sent.load());
+  put("cdc_in_memory", c.cdc_in_memory.load());
   put("cdc_received", c.cdc_received.load());
   put("link_failovers", c.link_failovers.load());
   put("conn_failovers", c.conn_failovers.load());

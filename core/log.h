@@ -42,6 +42,7 @@ struct Counters {
   std::atomic<uint64_t> rx_bytes{0};       // payload consumed from own RMBEs
   std::atomic<uint64_t> cdc_sent{0};
   std::atomic<uint64_t> cdc_received{0};
+  std::atomic<uint64_t> cdc_in_memory{0};  // sent CDCs that went through the peer's control page only
   std::atomic<uint64_t> link_failovers{0};       // links taken down with a survivor
   std::atomic<uint64_t> conn_failovers{0};       // connections moved to another link
   std::atomic<uint64_t> links_added{0};          // second links confirmed (ADD LINK)

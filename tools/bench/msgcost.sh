@@ -49,9 +49,9 @@ run() {
     strace) w=(strace -c -f -o) ;;
   esac
   case "$kind" in
-    pp) srv=(sockperf sr --tcp -i 127.0.0.1 -p "$port"); cli=(sockperf pp --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14) ;;
+    pp) srv=(sockperf sr --tcp -i 127.0.0.1 -p "$port"); cli=(sockperf pp --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14 --mps 5000000) ;;
     pin) srv=(taskset -c 0 sockperf sr --tcp -i 127.0.0.1 -p "$port")
-         cli=(taskset -c 0 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14) ;;
+         cli=(taskset -c 0 sockperf pp --tcp -i 127.0.0.1 -p "$port" -t "$SECS" -m 14 --mps 5000000) ;;
     conn) srv=("$CB" serve "$port" 64); cli=("$CB" loop "$port" "$SECS" 32 64) ;;
   esac
   prefix "$mode" "$d/s"

@@ -1,0 +1,133 @@
+#include "core/cdc_mem.h"
+
+#include <cstring>
+
+namespace smcr::cdcmem {
+
+namespace {
+
+// Page layout. Line 0 is the sender's, under a sequence lock (odd while it
+// writes): the version, the urgent record and the newest CDC. Line 2 is the
+// receiver's (wants), line 4 the sender's ring count: apart, so a sender
+// spinning on nothing does not bounce the receiver's line.
+constexpr size_t kVersionAt = 0;
+constexpr size_t kUrgentValidAt = 4;
+constexpr size_t kCdcAt = 8;  // 6 words hold the 44 bytes
+constexpr size_t kCdcWords = 6;
+constexpr size_t kUrgentAt = 56;  // seq << 48 | wrap << 32 | offset
+constexpr size_t kWantDataAt = 128;
+constexpr size_t kWantWindowAt = 132;
+constexpr size_t kNoDirectAt = 136;
+constexpr size_t kRingingAt = 256;
+static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kRingingAt + 4 <= kControlBytes);
+
+// A racing writer may be in the middle of an update; after this many tries
+// the reader leaves it for its next look (a live writer finishes in ns).
+constexpr int kFetchTries = 64;
+
+std::atomic_ref<uint32_t> u32_at(const uint8_t* page, size_t at) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(page) + at));
+}
+std::atomic_ref<uint64_t> u64_at(const uint8_t* page, size_t at) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(page) + at));
+}
+
+}  // namespace
+
+std::atomic_ref<uint32_t> ringing(uint8_t* page) { return u32_at(page, kRingingAt); }
+
+namespace {
+std::atomic_ref<uint32_t> want_word(uint8_t* page, Want which) {
+  return u32_at(page, which == Want::kData ? kWantDataAt : kWantWindowAt);
+}
+}  // namespace
+
+uint32_t load_want(uint8_t* page, Want which) { return want_word(page, which).load(std::memory_order_seq_cst); }
+
+void arm(uint8_t* page, Want which, uint32_t seen) {
+  want_word(page, which).store((seen & ~kArmed) | kArmed, std::memory_order_seq_cst);
+}
+
+bool disarm(uint8_t* page, Want which) {
+  return (want_word(page, which).fetch_and(~kArmed, std::memory_order_seq_cst) & kArmed) != 0;
+}
+
+bool take(uint8_t* page, Want which, uint32_t seen, uint32_t published) {
+  if (!(seen & kArmed)) return false;
+  // Serial-number order: the receiver had not read what we published.
+  if (static_cast<int32_t>(published - (seen & ~kArmed)) <= 0) return false;
+  return want_word(page, which).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
+}
+
+void forbid_direct(uint8_t* page) { u32_at(page, kNoDirectAt).store(1, std::memory_order_seq_cst); }
+bool direct_forbidden(uint8_t* page) { return u32_at(page, kNoDirectAt).load(std::memory_order_seq_cst) != 0; }
+
+uint32_t version(const uint8_t* page) { return u32_at(page, kVersionAt).load(std::memory_order_acquire); }
+
+uint32_t publish(uint8_t* page, const cdc::Message& m) {
+  std::array<uint8_t, cdc::kMessageLen> wire = cdc::encode(m);
+  uint64_t words[kCdcWords] = {};
+  std::memcpy(words, wire.data(), wire.size());
+  auto v = u32_at(page, kVersionAt);
+  uint32_t odd = v.load(std::memory_order_relaxed) | 1u;
+  v.store(odd, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  if (m.flags.urgent_present) {
+    u64_at(page, kUrgentAt).store(uint64_t{m.seq} << 48 | uint64_t{m.producer.wrap} << 32 | m.producer.offset,
+                                  std::memory_order_relaxed);
+    u32_at(page, kUrgentValidAt).store(1, std::memory_order_relaxed);
+  }
+  for (size_t i = 0; i < kCdcWords; ++i) u64_at(page, kCdcAt + 8 * i).store(words[i], std::memory_order_relaxed);
+  // Sequentially consistent: the receiver's wait bits are read after this
+  // (see the header), and the RMB bytes written before it are visible first.
+  v.store(odd + 1, std::memory_order_seq_cst);
+  return odd + 1;
+}
+
+bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent) {
+  auto v = u32_at(page, kVersionAt);
+  for (int i = 0; i < kFetchTries; ++i) {
+    uint32_t before = v.load(std::memory_order_acquire);
+    if (before == *seen) return false;
+    if (before & 1u) continue;
+    uint64_t words[kCdcWords];
+    for (size_t k = 0; k < kCdcWords; ++k) words[k] = u64_at(page, kCdcAt + 8 * k).load(std::memory_order_relaxed);
+    uint64_t u = u64_at(page, kUrgentAt).load(std::memory_order_relaxed);
+    uint32_t uvalid = u32_at(page, kUrgentValidAt).load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (v.load(std::memory_order_relaxed) != before) continue;
+    *seen = before;
+    uint8_t wire[kCdcWords * 8];
+    std::memcpy(wire, words, sizeof wire);
+    auto m = cdc::decode(std::span<const uint8_t>(wire, cdc::kMessageLen));
+    if (!m) return false;
+    *out = *m;
+    urgent->valid = uvalid != 0;
+    urgent->seq = static_cast<uint16_t>(u >> 48);
+    urgent->producer.wrap = static_cast<uint16_t>(u >> 32);
+    urgent->producer.offset = static_cast<uint32_t>(u);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace smcr::cdcmem
+
+namespace smcr::cdcmem {
+
+std::array<uint8_t, cdc::kMessageLen> encode_bell(uint32_t alert_token) {
+  std::array<uint8_t, cdc::kMessageLen> m{};
+  m[0] = kBellMessageType;
+  m[1] = static_cast<uint8_t>(cdc::kMessageLen);
+  for (int i = 0; i < 4; ++i) m[4 + i] = static_cast<uint8_t>(alert_token >> (24 - 8 * i));
+  return m;
+}
+
+std::optional<uint32_t> decode_bell(std::span<const uint8_t> msg) {
+  if (msg.size() != cdc::kMessageLen || msg[0] != kBellMessageType || msg[1] != cdc::kMessageLen) return std::nullopt;
+  uint32_t token = 0;
+  for (int i = 0; i < 4; ++i) token = token << 8 | msg[4 + i];
+  return token;
+}
+
+}  // namespace smcr::cdcmem

@@ -1,0 +1,105 @@
+// CDC through memory: on the shared-memory fabric a connection's CDC
+// messages are written into a control page that follows the receiver's RMB
+// in the same memfd, as SMC-D writes its CDC into the peer's DMB, instead of
+// travelling as link messages that the receiver's engine thread must wake up
+// for. The receiving application thread reads the newest CDC itself when it
+// next takes the connection (a load of the version word when nothing
+// changed), so a message costs the sender a memcpy and a cache line, and the
+// receiver no context switch of its own engine.
+//
+// Wake-ups: the receiver says in the same page what it waits for (data, or
+// room in the window). The sender, holding a descriptor of the receiver's
+// readiness socket (its "engine end", passed once per connection over the
+// link), claims that bit and rings the receiver's socket itself: one
+// wake-up per message, as with TCP, and none while the receiver is busy.
+// Every CDC with D, C, A or U, and every CDC while the receiver has not
+// allowed direct rings, is also posted on the link, so the receiver's engine
+// sees each state change even when no application thread is reading.
+//
+// The page is shared with the peer process: every value read from it is
+// untrusted. The CDC is decoded and its cursors validated as a link message
+// would be; a peer that never finishes a write only stalls its own flow.
+//
+// Ordering (the classic two-flag handshake): the receiver sets a wait bit and
+// then looks at the version; the sender publishes a version and then looks at
+// the bits. Both use sequentially consistent operations, so at least one of
+// them sees the other: no wake-up is lost.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "core/cdc.h"
+
+namespace smcr::cdcmem {
+
+// Bytes after the RMB in its memfd; one page.
+inline constexpr size_t kControlBytes = 4096;
+
+// What the receiver waits for. Each is a word of its own: the version of
+// this page the receiver had read when it armed, with kArmed set. The
+// sender answers (rings, or empties the socket) only for an arming older
+// than the CDC it just published, and takes it with a compare-and-swap, so
+// a wake-up is never delivered for data the receiver has already read: a
+// readable socket with nothing to read is something a TCP socket with one
+// reader never shows (wrk counts the EAGAIN as a read error).
+enum class Want : uint8_t {
+  kData,    // ring my readiness socket when the producer cursor moves
+  kWindow,  // empty my readiness socket (POLLOUT) when the consumer cursor moves
+};
+inline constexpr uint32_t kArmed = 1;  // versions are even
+
+uint32_t load_want(uint8_t* page, Want which);
+// Receiver: arms `which`, having read the page up to version `seen`.
+void arm(uint8_t* page, Want which, uint32_t seen);
+// Receiver: disarms its own arming; true if it was still armed (nobody took it).
+bool disarm(uint8_t* page, Want which);
+// Sender, after publishing version `published`: takes the arming `seen` (a
+// load_want value) if it predates that version; true if this call took it,
+// and the wake-up is then this caller's to deliver.
+bool take(uint8_t* page, Want which, uint32_t seen, uint32_t published);
+
+// Receiver: set once to have every CDC posted on the link and the
+// readiness socket never touched by the peer again (a handover).
+void forbid_direct(uint8_t* page);
+bool direct_forbidden(uint8_t* page);
+
+// The urgent byte of the newest CDC that carried U: kept apart from the
+// newest CDC, which a later one may replace before the receiver reads it.
+struct UrgentRecord {
+  uint16_t seq = 0;
+  cdc::Cursor producer;
+  bool valid = false;
+};
+
+// Sender: writes `m` as the newest CDC (and, with U, the urgent record);
+// returns the version it published.
+uint32_t publish(uint8_t* page, const cdc::Message& m);
+// The version word: changes with every publish.
+uint32_t version(const uint8_t* page);
+// Receiver: the newest CDC and the urgent record if the version differs from
+// *seen; updates *seen. False when nothing new, or when the writer was
+// mid-update on every try (call again later) or the bytes do not decode.
+bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent);
+
+// Sender-side count of rings in progress, for a receiver taking back its
+// readiness socket (forbid_direct) to wait out.
+std::atomic_ref<uint32_t> ringing(uint8_t* page);
+
+}  // namespace smcr::cdcmem
+
+namespace smcr::cdcmem {
+
+// The link message that carries a connection's readiness socket to the peer
+// (SCM_RIGHTS): LLC's optional type range, so a peer that does not know it
+// discards it (RFC 7609 4.3.1: unknown optional types are ignored).
+inline constexpr uint8_t kBellMessageType = 0xBE;
+std::array<uint8_t, cdc::kMessageLen> encode_bell(uint32_t alert_token);
+// The alert token a bell message names, or nullopt if it is not one.
+std::optional<uint32_t> decode_bell(std::span<const uint8_t> msg);
+
+}  // namespace smcr::cdcmem

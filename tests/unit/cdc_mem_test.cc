@@ -1,0 +1,168 @@
+// CDCs through memory (core/cdc_mem.h): the newest-CDC slot under its
+// sequence lock, the urgent record, the wait words and their hand-off rules,
+// and the bell message. A page of ordinary memory stands in for the control
+// page after an RMB; the concurrent test races a real writer thread.
+#include "core/cdc_mem.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace smcr::cdcmem {
+namespace {
+
+struct Page {
+  alignas(64) std::array<uint8_t, kControlBytes> bytes{};
+  uint8_t* p() { return bytes.data(); }
+};
+
+cdc::Message cdc_with(uint16_t seq, uint32_t producer_offset, uint32_t consumer_offset) {
+  cdc::Message m;
+  m.seq = seq;
+  m.alert_token = 0xA1B2C3D4;
+  m.producer = {3, producer_offset};
+  m.consumer = {1, consumer_offset};
+  return m;
+}
+
+TEST(CdcMem, NothingNewOnAFreshPage) {
+  Page page;
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  EXPECT_EQ(version(page.p()), 0u);
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
+}
+
+TEST(CdcMem, PublishThenFetchReturnsTheNewestOnce) {
+  Page page;
+  uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
+  uint32_t v2 = publish(page.p(), cdc_with(2, 200, 8));
+  EXPECT_EQ(v1 % 2, 0u);
+  EXPECT_GT(v2, v1);
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(out, cdc_with(2, 200, 8));  // the newest replaces the older
+  EXPECT_EQ(seen, v2);
+  EXPECT_FALSE(urgent.valid);
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));  // nothing newer
+}
+
+TEST(CdcMem, UrgentRecordOutlivesTheCdcThatCarriedIt) {
+  Page page;
+  cdc::Message u = cdc_with(5, 300, 4);
+  u.flags.urgent_present = u.flags.urgent_pending = true;
+  publish(page.p(), u);
+  publish(page.p(), cdc_with(6, 400, 4));  // replaces the U CDC in the slot
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(out.seq, 6);
+  EXPECT_FALSE(out.flags.urgent_present);
+  ASSERT_TRUE(urgent.valid);
+  EXPECT_EQ(urgent.seq, 5);
+  EXPECT_EQ(urgent.producer, (cdc::Cursor{3, 300}));
+}
+
+TEST(CdcMem, GarbageInTheSlotIsNotACdc) {
+  Page page;
+  publish(page.p(), cdc_with(1, 100, 4));
+  page.bytes[8] = 0x01;  // the type byte: no longer 0xFE
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
+}
+
+TEST(CdcMem, AWriterStuckMidUpdateIsNotRead) {
+  Page page;
+  publish(page.p(), cdc_with(1, 100, 4));
+  page.bytes[0] |= 1;  // version odd: a write in progress that never ends
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(seen, 0u);
+}
+
+TEST(CdcMem, ConcurrentReaderNeverSeesATornCdc) {
+  Page page;
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint32_t i = 1; i < 200000; ++i) publish(page.p(), cdc_with(static_cast<uint16_t>(i), i * 7 + 4, i * 3 + 4));
+    stop = true;
+  });
+  uint32_t seen = 0;
+  size_t reads = 0;
+  while (!stop.load()) {
+    cdc::Message out;
+    UrgentRecord urgent;
+    if (!fetch(page.p(), &seen, &out, &urgent)) continue;
+    ++reads;
+    // Every field of one publish belongs together.
+    uint32_t i = (out.producer.offset - 4) / 7;
+    ASSERT_EQ(out.producer.offset, i * 7 + 4);
+    ASSERT_EQ(out.consumer.offset, i * 3 + 4);
+    ASSERT_EQ(out.seq, static_cast<uint16_t>(i));
+  }
+  writer.join();
+  EXPECT_GT(reads, 0u);
+}
+
+TEST(CdcMem, TheSenderTakesAnArmingOnlyForDataTheReceiverHasNotRead) {
+  Page page;
+  uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
+  // The receiver read v1, then armed: a wake-up for v1 would be spurious.
+  arm(page.p(), Want::kData, v1);
+  uint32_t w = load_want(page.p(), Want::kData);
+  ASSERT_TRUE(w & kArmed);
+  EXPECT_FALSE(take(page.p(), Want::kData, w, v1));
+  // A newer publish is the receiver's to be woken for, exactly once.
+  uint32_t v2 = publish(page.p(), cdc_with(2, 200, 4));
+  EXPECT_TRUE(take(page.p(), Want::kData, w, v2));
+  EXPECT_FALSE(take(page.p(), Want::kData, w, v2));
+  EXPECT_FALSE(load_want(page.p(), Want::kData) & kArmed);
+  EXPECT_FALSE(disarm(page.p(), Want::kData));  // the receiver learns it was taken
+}
+
+TEST(CdcMem, ARearmedWaitIsNotTakenWithAnOldLook) {
+  Page page;
+  uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
+  arm(page.p(), Want::kData, 0);
+  uint32_t looked = load_want(page.p(), Want::kData);  // the sender looks...
+  ASSERT_TRUE(disarm(page.p(), Want::kData));            // ...the receiver reads v1 itself
+  arm(page.p(), Want::kData, v1);                        // and arms again
+  EXPECT_FALSE(take(page.p(), Want::kData, looked, v1));
+  EXPECT_TRUE(load_want(page.p(), Want::kData) & kArmed);
+}
+
+TEST(CdcMem, DataAndWindowAreArmedApart) {
+  Page page;
+  uint32_t v = publish(page.p(), cdc_with(1, 100, 4));
+  arm(page.p(), Want::kWindow, 0);
+  EXPECT_FALSE(load_want(page.p(), Want::kData) & kArmed);
+  uint32_t w = load_want(page.p(), Want::kWindow);
+  EXPECT_TRUE(take(page.p(), Want::kWindow, w, v));
+  EXPECT_FALSE(direct_forbidden(page.p()));
+  forbid_direct(page.p());
+  EXPECT_TRUE(direct_forbidden(page.p()));
+}
+
+TEST(CdcMem, BellMessage) {
+  auto m = encode_bell(0x0102A0B0);
+  EXPECT_EQ(m[0], kBellMessageType);
+  EXPECT_EQ(m[1], cdc::kMessageLen);
+  EXPECT_EQ(decode_bell(m), 0x0102A0B0u);
+  m[0] = cdc::kType;
+  EXPECT_FALSE(decode_bell(m));
+  EXPECT_FALSE(decode_bell(std::span<const uint8_t>(m.data(), 20)));
+}
+
+}  // namespace
+}  // namespace smcr::cdcmem
