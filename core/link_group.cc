@@ -29,6 +29,10 @@ std::vector<LinkGroup*>& registry() {
 
 // RFC 7609 8.2: at most 255 RMBs per peer per link group.
 constexpr size_t kMaxPeerRmbs = 255;
+// A server opens another link group with the same client (a first contact)
+// rather than add a connection to a group this close to that limit: the
+// client's count of our RMBs trails ours by the DELETE RKEYs in flight.
+constexpr size_t kGroupFullAt = kMaxPeerRmbs - 15;
 
 }  // namespace
 
@@ -155,6 +159,7 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
       continue;
     std::lock_guard<std::mutex> glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
+    if (static_cast<size_t>(g->users_) >= kGroupFullAt || g->peer_rmbs_.size() >= kGroupFullAt) continue;
     ++g->users_;
     return g;
   }

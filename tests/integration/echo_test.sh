@@ -54,6 +54,14 @@ check "100 connections: no fallback" [ "$(stat_sum fallback_total)" = 0 ]
 check "100 connections shared one link group per side (first contact once, 99 subsequent contacts)" \
   [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 198 ]
 
+# RFC 7609 8.2 allows 255 RMBs per peer in a link group: more connections
+# between the same two processes need more groups (new first contacts).
+run_pair "600 connections" "--max-conns 600" "--bytes 16K --conns 600"
+check "600 concurrent SMC-R connections intact" [ "$(field ok "$OUT")" = 600 ]
+check "600 connections: all SMC-R on both sides, no fallback" \
+  [ "$(stat_sum smc_active)" = 600 -a "$(stat_sum smc_passive)" = 600 -a "$(stat_sum fallback_total)" = 0 ]
+check "600 connections: more than one link group per side ($(stat_sum lgr_created) created)" [ "$(stat_sum lgr_created)" -ge 6 ]
+
 run_pair "server closes first" "--mode source --bytes 8M --max-conns 1" "--mode source --bytes 8M"
 check "server writes 8 MiB and closes first: client reads all, then EOF" [ "$(field ok "$OUT")" = 1 ]
 check "server-closes-first ran over SMC-R" [ "$(stat_sum smc_active)" = 1 ]
