@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -198,6 +199,27 @@ Result read_result(int sockfd) {
     return Result::kError;
   }
   return (f & SMCR_R_SMC_OK) ? Result::kSmcBoth : Result::kNotBoth;
+}
+
+Result read_accepted_result(int sockfd, int timeout_ms) {
+  int saved = errno;
+  if (get_fd(g_result) < 0) return read_result(sockfd);
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    std::uint32_t f = 0;
+    // Done (the passive-established callback ran), or the listener was never
+    // opted in (no record will come): answer now.
+    if (read_flags(sockfd, &f) && (f & SMCR_R_DONE)) break;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (waited_ms >= timeout_ms) break;
+    timespec pause{0, 20000};  // 20 us: the softirq on the other CPU takes about that
+    nanosleep(&pause, nullptr);
+  }
+  errno = saved;
+  return read_result(sockfd);
 }
 
 bool loaded() {

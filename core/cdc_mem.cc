@@ -16,8 +16,8 @@ constexpr size_t kCdcAt = 8;  // 6 words hold the 44 bytes
 constexpr size_t kCdcWords = 6;
 constexpr size_t kUrgentAt = 56;  // seq << 48 | wrap << 32 | offset
 constexpr size_t kWantDataAt = 128;
-constexpr size_t kWantWindowAt = 132;
-constexpr size_t kNoDirectAt = 136;
+constexpr size_t kWantWindowAt = 136;
+constexpr size_t kNoDirectAt = 144;
 constexpr size_t kRingingAt = 256;
 static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kRingingAt + 4 <= kControlBytes);
 
@@ -37,25 +37,24 @@ std::atomic_ref<uint64_t> u64_at(const uint8_t* page, size_t at) {
 std::atomic_ref<uint32_t> ringing(uint8_t* page) { return u32_at(page, kRingingAt); }
 
 namespace {
-std::atomic_ref<uint32_t> want_word(uint8_t* page, Want which) {
-  return u32_at(page, which == Want::kData ? kWantDataAt : kWantWindowAt);
+std::atomic_ref<uint64_t> want_word(uint8_t* page, Want which) {
+  return u64_at(page, which == Want::kData ? kWantDataAt : kWantWindowAt);
 }
+uint64_t cursor_bits(const cdc::Cursor& c) { return (uint64_t{c.wrap} << 32 | c.offset) << 1; }
 }  // namespace
 
-uint32_t load_want(uint8_t* page, Want which) { return want_word(page, which).load(std::memory_order_seq_cst); }
+uint64_t load_want(uint8_t* page, Want which) { return want_word(page, which).load(std::memory_order_seq_cst); }
 
-void arm(uint8_t* page, Want which, uint32_t seen) {
-  want_word(page, which).store((seen & ~kArmed) | kArmed, std::memory_order_seq_cst);
+void arm(uint8_t* page, Want which, const cdc::Cursor& known) {
+  want_word(page, which).store(cursor_bits(known) | kArmed, std::memory_order_seq_cst);
 }
 
 bool disarm(uint8_t* page, Want which) {
   return (want_word(page, which).fetch_and(~kArmed, std::memory_order_seq_cst) & kArmed) != 0;
 }
 
-bool take(uint8_t* page, Want which, uint32_t seen, uint32_t published) {
-  if (!(seen & kArmed)) return false;
-  // Serial-number order: the receiver had not read what we published.
-  if (static_cast<int32_t>(published - (seen & ~kArmed)) <= 0) return false;
+bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {
+  if (!(seen & kArmed) || (seen & ~kArmed) == cursor_bits(cursor)) return false;
   return want_word(page, which).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
 }
 

@@ -40,28 +40,30 @@ namespace smcr::cdcmem {
 // Bytes after the RMB in its memfd; one page.
 inline constexpr size_t kControlBytes = 4096;
 
-// What the receiver waits for. Each is a word of its own: the version of
-// this page the receiver had read when it armed, with kArmed set. The
-// sender answers (rings, or empties the socket) only for an arming older
-// than the CDC it just published, and takes it with a compare-and-swap, so
-// a wake-up is never delivered for data the receiver has already read: a
+// What the receiver waits for. Each is a word of its own: the cursor the
+// receiver already knows (the producer cursor for data, the consumer cursor
+// of its own data for window), with kArmed set. The sender answers (rings,
+// or empties the socket) only when the CDC it just published carries a
+// different cursor, and takes the arming with a compare-and-swap, so a
+// wake-up is never delivered for data the receiver has already taken: a
 // readable socket with nothing to read is something a TCP socket with one
 // reader never shows (wrk counts the EAGAIN as a read error).
 enum class Want : uint8_t {
   kData,    // ring my readiness socket when the producer cursor moves
   kWindow,  // empty my readiness socket (POLLOUT) when the consumer cursor moves
 };
-inline constexpr uint32_t kArmed = 1;  // versions are even
+inline constexpr uint64_t kArmed = 1;
 
-uint32_t load_want(uint8_t* page, Want which);
-// Receiver: arms `which`, having read the page up to version `seen`.
-void arm(uint8_t* page, Want which, uint32_t seen);
+uint64_t load_want(uint8_t* page, Want which);
+// Receiver: arms `which`, knowing the cursor up to `known`.
+void arm(uint8_t* page, Want which, const cdc::Cursor& known);
 // Receiver: disarms its own arming; true if it was still armed (nobody took it).
 bool disarm(uint8_t* page, Want which);
-// Sender, after publishing version `published`: takes the arming `seen` (a
-// load_want value) if it predates that version; true if this call took it,
-// and the wake-up is then this caller's to deliver.
-bool take(uint8_t* page, Want which, uint32_t seen, uint32_t published);
+// Sender, having just published `cursor` (producer for kData, consumer for
+// kWindow): takes the arming `seen` (a load_want value) if the receiver knew
+// a different cursor; true if this call took it, and the wake-up is then this
+// caller's to deliver.
+bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor);
 
 // Receiver: set once to have every CDC posted on the link and the
 // readiness socket never touched by the peer again (a handover).

@@ -366,10 +366,11 @@ std::string Connection::describe() {
     // CDCs through memory: what we wait for and what the peer may ring.
     const uint8_t* peer_page = peer_rmb_on_[static_cast<size_t>(slot_)].control;
     snprintf(buf, sizeof buf,
-             " cdc=memory wants=%x/%x peer_wants=%x/%x peer_bell=%d readable=%s writable=%s window=%u",
-             cdcmem::load_want(rx_control_, cdcmem::Want::kData), cdcmem::load_want(rx_control_, cdcmem::Want::kWindow),
-             peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kData) : 0u,
-             peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kWindow) : 0u,
+             " cdc=memory wants=%llx/%llx peer_wants=%llx/%llx peer_bell=%d readable=%s writable=%s window=%u",
+             static_cast<unsigned long long>(cdcmem::load_want(rx_control_, cdcmem::Want::kData)),
+             static_cast<unsigned long long>(cdcmem::load_want(rx_control_, cdcmem::Want::kWindow)),
+             static_cast<unsigned long long>(peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kData) : 0),
+             static_cast<unsigned long long>(peer_page ? cdcmem::load_want(const_cast<uint8_t*>(peer_page), cdcmem::Want::kWindow) : 0),
              peer_bell_fd_ >= 0 ? 1 : 0,
              rd_owed_ ? "rung" : rd_armed_ ? "armed" : "quiet", wr_filled_ ? (wr_armed_ ? "armed" : "filled") : "yes",
              send_space_locked());
@@ -545,7 +546,8 @@ void Connection::clear_readable_locked() {
     // (and POLLPRI with it): stop at its mark.
     int at_mark = 0;
     if (priority_raised_ && (sys::ioctl(app_fd_, SIOCATMARK, &at_mark) != 0 || at_mark)) break;
-    ssize_t n = sys::recv(app_fd_, buf, std::min<size_t>(rd_owed_, sizeof buf), MSG_DONTWAIT);
+    // Everything that is there: a byte we did not count is never data.
+    ssize_t n = sys::recv(app_fd_, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       rd_owed_ -= std::min<uint32_t>(rd_owed_, static_cast<uint32_t>(n));
       continue;
@@ -562,7 +564,7 @@ void Connection::clear_readable_locked() {
 
 void Connection::arm_readable_locked() {
   if (!rx_control_ || rd_armed_ || rd_owed_ > 0 || engine_end_ < 0) return;
-  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_control_seen_);
+  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_);
   rd_armed_ = true;
   // Published before the peer could see the bit: it will not ring for it.
   pull_cdc_locked();
@@ -690,10 +692,10 @@ void Connection::revoke_peer_bell_locked() {
   pull_cdc_locked();
 }
 
-bool Connection::wake_peer_locked(uint8_t* page, uint32_t published, bool data_moved, bool window_moved) {
+bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) {
   if (peer_bell_fd_ < 0 || cdcmem::direct_forbidden(page)) return false;
-  uint32_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
-  uint32_t want_window = window_moved ? cdcmem::load_want(page, cdcmem::Want::kWindow) : 0;
+  uint64_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
+  uint64_t want_window = window_moved ? cdcmem::load_want(page, cdcmem::Want::kWindow) : 0;
   bool ring = want_data & cdcmem::kArmed;
   bool open = want_window & cdcmem::kArmed;
   if (!ring && !open) return true;
@@ -701,11 +703,11 @@ bool Connection::wake_peer_locked(uint8_t* page, uint32_t published, bool data_m
   ringing.fetch_add(1, std::memory_order_seq_cst);
   // Taken only as armed next to this CDC: an arming after the peer read
   // the data is not ours to answer.
-  if (ring && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, published)) {
+  if (ring && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, m.producer)) {
     char b = 'r';
     sys::send(peer_bell_fd_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
-  if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, published)) {
+  if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, m.consumer)) {
     // The peer's writer filled its own socket to block POLLOUT: empty it.
     char buf[16384];
     while (sys::recv(peer_bell_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
@@ -759,7 +761,7 @@ void Connection::make_unwritable_locked() {
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
     // The peer empties the socket when it consumes (core/cdc_mem.h).
-    cdcmem::arm(rx_control_, cdcmem::Want::kWindow, rx_control_seen_);
+    cdcmem::arm(rx_control_, cdcmem::Want::kWindow, tx_cons_peer_);
     wr_armed_ = true;
     pull_cdc_locked();
   }
@@ -1320,7 +1322,7 @@ void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
 
 bool Connection::post_cdc_locked(const cdc::Message& m) {
   if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control; page && !link_->failed()) {
-    uint32_t published = cdcmem::publish(page, m);
+    cdcmem::publish(page, m);
     bool data_moved = !(m.producer == tx_published_prod_);
     bool window_moved = !(m.consumer == tx_published_cons_);
     tx_published_prod_ = m.producer;
@@ -1330,7 +1332,7 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     bool state_change = m.flags.peer_conn_abort || m.flags.peer_conn_closed || m.flags.urgent_present ||
                         (m.flags.peer_done_writing && !tx_published_done_);
     tx_published_done_ = m.flags.peer_done_writing;
-    if (!state_change && wake_peer_locked(page, published, data_moved, window_moved)) {
+    if (!state_change && wake_peer_locked(page, m, data_moved, window_moved)) {
       if (unacked_count_ == 0) tx_seq_acked_ = m.seq;  // delivered: it is in the peer's memory
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
       return true;

@@ -205,7 +205,7 @@ class Connection {
   void arm_readable_locked();
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
-  bool wake_peer_locked(uint8_t* page, uint32_t published, bool data_moved, bool window_moved);
+  bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
   // Inside recvv: a data arrival is not rung (the reader is about to take
   // it); on the way out the readiness socket is made to match what is left.
   void settle_readable_locked();

@@ -238,7 +238,8 @@ uint32_t granted_buffer(int fd, int name) {
 
 int after_tcp_established(int fd, bool client, bool allowed = true) {
   using smcr::bpfopt::Result;
-  Result r = smcr::bpfopt::read_result(fd);
+  // A server knows its listener opted in: the record comes, if late.
+  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(fd, 50);
   if (r != Result::kSmcBoth) {
     smcr::count_fallback(r == Result::kNotLoaded ? smcr::Fallback::kBpfNotLoaded : smcr::Fallback::kPeerNoOption);
     SMCR_LOG(1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));

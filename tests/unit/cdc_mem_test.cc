@@ -117,38 +117,39 @@ TEST(CdcMem, ConcurrentReaderNeverSeesATornCdc) {
 
 TEST(CdcMem, TheSenderTakesAnArmingOnlyForDataTheReceiverHasNotRead) {
   Page page;
-  uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
-  // The receiver read v1, then armed: a wake-up for v1 would be spurious.
-  arm(page.p(), Want::kData, v1);
-  uint32_t w = load_want(page.p(), Want::kData);
+  const cdc::Cursor read_up_to{3, 100};
+  // The receiver took everything up to 3/100, then armed: a wake-up for a
+  // CDC whose producer is 3/100 would be spurious.
+  arm(page.p(), Want::kData, read_up_to);
+  uint64_t w = load_want(page.p(), Want::kData);
   ASSERT_TRUE(w & kArmed);
-  EXPECT_FALSE(take(page.p(), Want::kData, w, v1));
-  // A newer publish is the receiver's to be woken for, exactly once.
-  uint32_t v2 = publish(page.p(), cdc_with(2, 200, 4));
-  EXPECT_TRUE(take(page.p(), Want::kData, w, v2));
-  EXPECT_FALSE(take(page.p(), Want::kData, w, v2));
+  EXPECT_FALSE(take(page.p(), Want::kData, w, read_up_to));
+  // New data is the receiver's to be woken for, exactly once.
+  const cdc::Cursor newer{3, 200};
+  EXPECT_TRUE(take(page.p(), Want::kData, w, newer));
+  EXPECT_FALSE(take(page.p(), Want::kData, w, newer));
   EXPECT_FALSE(load_want(page.p(), Want::kData) & kArmed);
   EXPECT_FALSE(disarm(page.p(), Want::kData));  // the receiver learns it was taken
 }
 
 TEST(CdcMem, ARearmedWaitIsNotTakenWithAnOldLook) {
   Page page;
-  uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
-  arm(page.p(), Want::kData, 0);
-  uint32_t looked = load_want(page.p(), Want::kData);  // the sender looks...
-  ASSERT_TRUE(disarm(page.p(), Want::kData));            // ...the receiver reads v1 itself
-  arm(page.p(), Want::kData, v1);                        // and arms again
-  EXPECT_FALSE(take(page.p(), Want::kData, looked, v1));
+  arm(page.p(), Want::kData, {3, 100});
+  uint64_t looked = load_want(page.p(), Want::kData);  // the sender looks (it published 3/200)...
+  ASSERT_TRUE(disarm(page.p(), Want::kData));            // ...the receiver reads to 3/200 itself
+  arm(page.p(), Want::kData, {3, 200});                  // and arms again
+  EXPECT_FALSE(take(page.p(), Want::kData, looked, {3, 200}));
   EXPECT_TRUE(load_want(page.p(), Want::kData) & kArmed);
+  // The same cursor in the new arming: still nothing new for the receiver.
+  EXPECT_FALSE(take(page.p(), Want::kData, load_want(page.p(), Want::kData), {3, 200}));
 }
 
 TEST(CdcMem, DataAndWindowAreArmedApart) {
   Page page;
-  uint32_t v = publish(page.p(), cdc_with(1, 100, 4));
-  arm(page.p(), Want::kWindow, 0);
+  arm(page.p(), Want::kWindow, {1, 4});
   EXPECT_FALSE(load_want(page.p(), Want::kData) & kArmed);
-  uint32_t w = load_want(page.p(), Want::kWindow);
-  EXPECT_TRUE(take(page.p(), Want::kWindow, w, v));
+  uint64_t w = load_want(page.p(), Want::kWindow);
+  EXPECT_TRUE(take(page.p(), Want::kWindow, w, {1, 64}));
   EXPECT_FALSE(direct_forbidden(page.p()));
   forbid_direct(page.p());
   EXPECT_TRUE(direct_forbidden(page.p()));
