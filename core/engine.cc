@@ -68,6 +68,10 @@ struct Engine::Impl {
   std::vector<Watch*> dead_watches;  // freed after the current epoll batch
   bool rendezvous_watched = false;
   std::set<Watch*> watches;
+  // Watches that live as long as the process (wake-up, diagnostics,
+  // adapters): kept here too, not only in the kernel's epoll set, so that
+  // LeakSanitizer sees them reachable.
+  std::vector<Watch*> permanent;
 };
 
 Engine& Engine::get() {
@@ -86,6 +90,7 @@ void Engine::start() {
   impl_->epfd = sys::hide_fd(epoll_create1(EPOLL_CLOEXEC));
   impl_->wake_fd = sys::hide_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
+  impl_->permanent.push_back(w);
   epoll_event ev{EPOLLIN, {.ptr = w}};
   epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
   // Diagnostics (tools/smcr_stat): an abstract socket named after our pid.
@@ -96,6 +101,7 @@ void Engine::start() {
   if (diag >= 0 && sys::bind(diag, reinterpret_cast<sockaddr*>(&a), offsetof(sockaddr_un, sun_path) + 1 + n) == 0 &&
       sys::listen(diag, 8) == 0) {
     auto* dw = new Watch{WatchKind::kDiag, diag};
+    impl_->permanent.push_back(dw);
     epoll_event dev{EPOLLIN, {.ptr = dw}};
     epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, diag, &dev);
   } else if (diag >= 0) {
@@ -354,6 +360,7 @@ void Engine::loop() {
         int dfd = link->device_event_fd();
         if (dfd >= 0 && link->device_event_reader() && device_fds.insert(dfd).second) {
           auto* dw = new Watch{WatchKind::kDevice, dfd};
+          im->permanent.push_back(dw);
           dw->reader = link->device_event_reader();
           epoll_event dev{EPOLLIN, {.ptr = dw}};
           epoll_ctl(im->epfd, EPOLL_CTL_ADD, dfd, &dev);
