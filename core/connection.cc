@@ -692,8 +692,12 @@ void Connection::revoke_peer_bell_locked() {
   pull_cdc_locked();
 }
 
+bool Connection::may_ring_peer_locked(uint8_t* page) const {
+  return peer_bell_fd_ >= 0 && !cdcmem::direct_forbidden(page);
+}
+
 bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) {
-  if (peer_bell_fd_ < 0 || cdcmem::direct_forbidden(page)) return false;
+  if (!may_ring_peer_locked(page)) return false;
   uint64_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
   uint64_t want_window = window_moved ? cdcmem::load_want(page, cdcmem::Want::kWindow) : 0;
   bool ring = want_data & cdcmem::kArmed;
@@ -836,7 +840,7 @@ void Connection::maybe_send_consumer_update_locked() {
   // Through memory an update costs a cache line: the writer always sees the
   // whole window (more often than RFC 4.5.1 requires, which it allows).
   if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control;
-      page && peer_bell_fd_ >= 0 && !cdcmem::direct_forbidden(page)) {
+      page && may_ring_peer_locked(page)) {
     send_cdc_locked(false, false, false);
     return;
   }

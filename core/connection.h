@@ -206,6 +206,8 @@ class Connection {
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
+  // We hold the peer's readiness socket and it has not taken it back.
+  bool may_ring_peer_locked(uint8_t* page) const;
   // Inside recvv: a data arrival is not rung (the reader is about to take
   // it); on the way out the readiness socket is made to match what is left.
   void settle_readable_locked();
