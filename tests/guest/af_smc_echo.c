@@ -116,13 +116,17 @@ static struct smc_info smc_query(int fd) {
         done = 1;
         break;
       }
-      struct my_smc_diag_msg *m = NLMSG_DATA(h);
-      if (h->nlmsg_len < NLMSG_LENGTH(sizeof *m) || m->diag_inode != (uint64_t)st.st_ino) continue;
+      /* Netlink aligns messages to 4 bytes only; the struct holds a u64: copy it out. */
+      struct my_smc_diag_msg mm;
+      const struct my_smc_diag_msg *m = &mm;
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof mm)) continue;
+      memcpy(&mm, NLMSG_DATA(h), sizeof mm);
+      if (m->diag_inode != (uint64_t)st.st_ino) continue;
       info.found = 1;
       info.mode = m->diag_mode == 0 ? "SMCR" : m->diag_mode == 1 ? "TCP_FALLBACK" : m->diag_mode == 2 ? "SMCD" : "?";
-      size_t off = NLMSG_ALIGN(sizeof *m);
+      size_t off = NLMSG_ALIGN(sizeof mm);
       while (off + sizeof(struct nlattr) <= h->nlmsg_len - NLMSG_HDRLEN) {
-        struct nlattr *a = (struct nlattr *)((char *)m + off);
+        struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(h) + off);
         if (a->nla_len < sizeof *a) break;
         if ((a->nla_type & NLA_TYPE_MASK) == MY_SMC_DIAG_FALLBACK && a->nla_len >= sizeof *a + 8) {
           memcpy(&info.reason, (char *)a + NLA_HDRLEN, 4);
