@@ -36,17 +36,26 @@ std::atomic_ref<uint64_t> u64_at(const uint8_t* page, size_t at) {
 
 std::atomic_ref<uint32_t> ringing(uint8_t* page) { return u32_at(page, kRingingAt); }
 
+void reset_for_reuse(uint8_t* page) {
+  std::memset(page, 0, kRingingAt);
+  std::memset(page + kRingingAt + 4, 0, kControlBytes - kRingingAt - 4);
+}
+
 namespace {
 std::atomic_ref<uint64_t> want_word(uint8_t* page, Want which) {
   return u64_at(page, which == Want::kData ? kWantDataAt : kWantWindowAt);
 }
 uint64_t cursor_bits(const cdc::Cursor& c) { return (uint64_t{c.wrap} << 32 | c.offset) << 1; }
+// Bits 1..48: the cursor; 49..63: the arming connection's tag.
+constexpr uint64_t kCursorMask = ((uint64_t{1} << 49) - 1) & ~kArmed;
+constexpr int kTagShift = 49;
 }  // namespace
 
 uint64_t load_want(uint8_t* page, Want which) { return want_word(page, which).load(std::memory_order_seq_cst); }
 
-void arm(uint8_t* page, Want which, const cdc::Cursor& known) {
-  want_word(page, which).store(cursor_bits(known) | kArmed, std::memory_order_seq_cst);
+void arm(uint8_t* page, Want which, const cdc::Cursor& known, uint32_t tag) {
+  want_word(page, which).store(cursor_bits(known) | uint64_t{tag & 0x7fff} << kTagShift | kArmed,
+                               std::memory_order_seq_cst);
 }
 
 bool disarm(uint8_t* page, Want which) {
@@ -54,7 +63,7 @@ bool disarm(uint8_t* page, Want which) {
 }
 
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {
-  if (!(seen & kArmed) || (seen & ~kArmed) == cursor_bits(cursor)) return false;
+  if (!(seen & kArmed) || (seen & kCursorMask) == cursor_bits(cursor)) return false;
   return want_word(page, which).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
 }
 

@@ -56,7 +56,10 @@ inline constexpr uint64_t kArmed = 1;
 
 uint64_t load_want(uint8_t* page, Want which);
 // Receiver: arms `which`, knowing the cursor up to `known`.
-void arm(uint8_t* page, Want which, const cdc::Cursor& known);
+// `tag` (the receiving connection's token) tells armings of successive
+// connections on a reused RMB apart: a sender of an earlier connection that
+// loaded the word before the page was reused cannot take the new arming.
+void arm(uint8_t* page, Want which, const cdc::Cursor& known, uint32_t tag = 0);
 // Receiver: disarms its own arming; true if it was still armed (nobody took it).
 bool disarm(uint8_t* page, Want which);
 // Sender, having just published `cursor` (producer for kData, consumer for
@@ -91,6 +94,9 @@ bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord*
 // Sender-side count of rings in progress, for a receiver taking back its
 // readiness socket (forbid_direct) to wait out.
 std::atomic_ref<uint32_t> ringing(uint8_t* page);
+// The page of an RMB given to a new connection: everything cleared but the
+// ringing count, which senders of the old connection may still hold.
+void reset_for_reuse(uint8_t* page);
 
 }  // namespace smcr::cdcmem
 

@@ -541,6 +541,7 @@ void Connection::clear_readable_locked() {
   // EAGAIN as a read error).
   char buf[64];
   int64_t give_up_ms = 0;
+  bool rechecked = false;
   while (rd_owed_ > 0) {
     // A receive that reached the out-of-band byte would throw it away
     // (and POLLPRI with it): stop at its mark.
@@ -553,9 +554,18 @@ void Connection::clear_readable_locked() {
       continue;
     }
     if (n == 0 || errno != EAGAIN || !rx_control_) break;
-    // The peer is between claiming the bit and sending: microseconds,
-    // unless it is descheduled or gone.
-    if (give_up_ms == 0) give_up_ms = sys::now_ms() + 20;
+    // The peer claimed the bit and has not sent yet. It counts itself in
+    // `ringing` from before the claim until after the send, so with the
+    // count at zero the byte is there (one more look) or never comes.
+    // Otherwise wait for it: microseconds, unless the peer is descheduled
+    // (under load, for tens of milliseconds: a byte that came after we gave
+    // up would make the socket readable with nothing to read) or gone.
+    if (cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) == 0) {
+      if (rechecked) break;
+      rechecked = true;
+      continue;
+    }
+    if (give_up_ms == 0) give_up_ms = sys::now_ms() + 2000;
     if (sys::now_ms() > give_up_ms || wait_fd(app_fd_, POLLIN, 1) < 0) break;
   }
   rd_owed_ = 0;
@@ -564,7 +574,7 @@ void Connection::clear_readable_locked() {
 
 void Connection::arm_readable_locked() {
   if (!rx_control_ || rd_armed_ || rd_owed_ > 0 || engine_end_ < 0) return;
-  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_);
+  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_, local_token_);
   rd_armed_ = true;
   // Published before the peer could see the bit: it will not ring for it.
   pull_cdc_locked();
@@ -765,7 +775,7 @@ void Connection::make_unwritable_locked() {
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
     // The peer empties the socket when it consumes (core/cdc_mem.h).
-    cdcmem::arm(rx_control_, cdcmem::Want::kWindow, tx_cons_peer_);
+    cdcmem::arm(rx_control_, cdcmem::Want::kWindow, tx_cons_peer_, local_token_);
     wr_armed_ = true;
     pull_cdc_locked();
   }
@@ -1220,7 +1230,12 @@ void Connection::release_resources_locked() {
   rx_control_ = nullptr;  // unmapped with the RMB below
   if (group_) {
     bool had_rmb = rmb_.addr != nullptr;
-    auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_);
+    // Both C exchanged: neither side writes these RMBEs again, so the group
+    // may give ours to its next connection.
+    // (A relayed connection's child may still hold the readiness pair, and a
+    // forked child never touches its parent's shared pages.)
+    bool reusable = peer_closed_ && sent_close_ && !aborted_ && !link_dead_ && !tcp_reset_ && !relayed_ && !foreign();
+    auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_, reusable);
     rmb_ = LocalRmb{};
     if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);
   }

@@ -143,7 +143,12 @@ int64_t keepalive_interval_ms() {
   }();
   return ms;
 }
-int64_t keepalive_tick_ms() { return std::min<int64_t>(std::max<int64_t>(keepalive_interval_ms() / 3, 100), 60000); }
+// Also how often idle server groups are checked against their linger time.
+int64_t keepalive_tick_ms() {
+  int64_t tick = std::min<int64_t>(std::max<int64_t>(keepalive_interval_ms() / 3, 100), 60000);
+  if (int64_t linger = LinkGroup::linger_ms(); linger > 0) tick = std::min(tick, std::max<int64_t>(linger / 2, 100));
+  return tick;
+}
 
 // Answers one smcr_stat client: the process, its link groups, links and
 // connections, and the counters. Only the same user (or root) may look.
@@ -377,6 +382,7 @@ void Engine::loop() {
     if (int64_t t = sys::now_ms(); t - last_keepalive >= keepalive_tick_ms()) {
       last_keepalive = t;
       for (Watch* w : group_watches) {
+        if (w->group->role() == Role::kServer) w->group->retire_if_idle(t);
         if (!w->watched || w->group->failed() || !w->group->link_up(w->slot) ||
             w->group->keepalive_tick(w->slot, t, keepalive_interval_ms()))
           continue;

@@ -6,10 +6,13 @@
 #include <netinet/in.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <variant>
 #include <vector>
 
@@ -75,11 +78,27 @@ bool send_all(int fd, const std::vector<uint8_t>& bytes, int64_t deadline) {
 
 enum class Recv { kMessage, kNotClc, kMalformedHeader, kEof, kTimeout, kError };
 
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// SMCR_CLC_SPIN_US (0: never; default 100): how long a handshake watches
+// for the peer's next CLC message before it sleeps.
+int64_t clc_spin_ns() {
+  static const int64_t ns = [] {
+    const char* v = env("SMCR_CLC_SPIN_US");
+    long us = v ? strtol(v, nullptr, 10) : 100;
+    return static_cast<int64_t>(std::clamp<long>(us, 0, 10000)) * 1000;
+  }();
+  return ns;
+}
+
 // Waits until `want` bytes can be peeked (SO_RCVLOWAT makes poll wait for
 // all of them instead of waking per segment).
 Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got) {
-  int lowat = static_cast<int>(want);
-  sys::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+  bool lowat_set = false;
   Recv result = Recv::kTimeout;
   for (;;) {
     ssize_t n = sys::recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
@@ -101,17 +120,47 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
     }
     int64_t left = deadline - sys::now_ms();
     if (left <= 0) break;
+    if (!lowat_set) {  // only when we must wait: usually the bytes are there
+      int lowat = static_cast<int>(want);
+      sys::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+      lowat_set = true;
+    }
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
     sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 50)));
   }
-  int one = 1;
-  sys::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+  if (lowat_set) {
+    int one = 1;
+    sys::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+  }
   return result;
 }
 
 // Reads one whole CLC message from the stream, or leaves the stream untouched
 // when the next bytes are not CLC (so the application still gets them).
 Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr) {
+  // Usually the whole message is queued at once: one peek shows it. A peer
+  // on this host answers within tens of microseconds, less than a sleep
+  // and wake-up costs here, so watch for it a while (SMCR_CLC_SPIN_US)
+  // before sleeping.
+  const int64_t spin_until = now_ns() + clc_spin_ns();
+  for (;;) {
+    uint8_t quick[512];
+    ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
+    clc::DecodeError err;
+    auto h = n >= static_cast<ssize_t>(clc::kHeaderLen) && std::memcmp(quick, clc::kEyecatcher.data(), 4) == 0
+                 ? clc::decode_header(std::span<const uint8_t>(quick, static_cast<size_t>(n)), &err)
+                 : std::nullopt;
+    if (h && h->length <= static_cast<size_t>(n)) {
+      out->assign(h->length, 0);
+      if (sys::recv(fd, out->data(), h->length, MSG_DONTWAIT) != static_cast<ssize_t>(h->length)) return Recv::kError;
+      *hdr = *h;
+      return Recv::kMessage;
+    }
+    // Part of a message, not CLC, end of stream or an error: the careful
+    // path below decides.
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || now_ns() >= spin_until) break;
+    __builtin_ia32_pause();
+  }
   uint8_t head[clc::kHeaderLen];
   size_t got = 0;
   Recv r = peek_bytes(fd, head, sizeof head, deadline, &got);
@@ -193,10 +242,7 @@ HandshakeOutcome from_unexpected(int fd, Recv r, const std::vector<uint8_t>& msg
 
 // The IPv4 subnet of the interface that owns `addr` (RFC 3.5.1.2; Linux
 // sends the subnet number).
-void fill_ip_area(int fd, clc::Proposal* p) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+void fill_ip_area_uncached(sockaddr_storage ss, clc::Proposal* p) {
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) != 0) return;
   if (ss.ss_family == AF_INET) {
@@ -237,6 +283,49 @@ void fill_ip_area(int fd, clc::Proposal* p) {
     }
   }
   freeifaddrs(ifs);
+}
+
+// The interface table is read (two netlink dumps) at most once a second per
+// local address: a client opening many connections asks the same question.
+void fill_ip_area(int fd, clc::Proposal* p) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+  struct Cached {
+    sockaddr_storage addr{};
+    int64_t at_ms = 0;
+    uint32_t ipv4_subnet = 0;
+    uint8_t ipv4_prefix_len = 0;
+    std::vector<clc::Ipv6Prefix> ipv6_prefixes;
+  };
+  static std::mutex mu;
+  static Cached cache;
+  auto same = [&](const sockaddr_storage& a) {
+    if (a.ss_family != ss.ss_family) return false;
+    if (ss.ss_family == AF_INET)
+      return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in&>(ss).sin_addr.s_addr;
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, 16) == 0;
+  };
+  int64_t now = sys::now_ms();
+  // try_lock: a child forked while another thread held it must not hang.
+  if (std::unique_lock<std::mutex> lock(mu, std::try_to_lock); lock.owns_lock()) {
+    if (cache.at_ms && now - cache.at_ms < 1000 && same(cache.addr)) {
+      p->ipv4_subnet = cache.ipv4_subnet;
+      p->ipv4_prefix_len = cache.ipv4_prefix_len;
+      p->ipv6_prefixes = cache.ipv6_prefixes;
+      return;
+    }
+  }
+  fill_ip_area_uncached(ss, p);
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  cache.addr = ss;
+  cache.at_ms = now;
+  cache.ipv4_subnet = p->ipv4_subnet;
+  cache.ipv4_prefix_len = p->ipv4_prefix_len;
+  cache.ipv6_prefixes = p->ipv6_prefixes;
 }
 
 // One side's fabric resources while the handshake runs; whatever is still
@@ -429,6 +518,11 @@ PeerRmbTokens tokens_of(const ConnRmbs& r) {
 // the group, announced with CONFIRM RKEY (Figure 13; other links' RTokens in
 // the same message) before our Accept/Confirm names it.
 bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
+  // An RMB the peer already knows (its earlier connection ended in order).
+  if (g->shm() && g->take_pooled_rmb(conn_rmb_size(), &r->local)) {
+    counters().rmb_reused.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   int primary = g->primary_slot();
   LocalRmb& rmb = r->local[static_cast<size_t>(primary)];
   bool ok;
@@ -465,12 +559,23 @@ bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, 
   int fd = -1;
   PeerRmbTokens t;
   int primary = g->primary_slot();
-  if (!g->take_peer_rtoken(primary, rkey, vaddr, &t, &fd)) return false;
+  RemoteRmb mapped;
+  if (!g->take_peer_rtoken(primary, rkey, vaddr, &t, &fd, g->shm() ? &mapped : nullptr)) return false;
   if (g->shm()) {
     RemoteRmb& p = r->peer[static_cast<size_t>(primary)];
+    if (mapped.addr) {  // an RMB the peer reuses: mapped by an earlier connection
+      if (mapped.size != size) {
+        g->return_peer_rmb(&mapped);
+        return false;
+      }
+      p = mapped;
+      return true;
+    }
     p.rkey = rkey;
     p.vaddr = vaddr;
-    return fd >= 0 && shm_map_remote(fd, size, &p);
+    if (fd < 0 || !shm_map_remote(fd, size, &p)) return false;
+    g->adopt_peer_mapping(p);
+    return true;
   }
   for (size_t i = 0; i < t.has.size(); ++i) {
     if (!t.has[i]) continue;
@@ -956,7 +1061,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
     client_add_second_link(group, static_cast<VerbsLink*>(link), *acc, *peer_size, &rmbs, &stray);
 #endif
   (void)shm;
-  group->note_peer_rmb(tokens_of(rmbs));
+  group->note_peer_rmb(tokens_of(rmbs), group->shm() ? &rmbs.peer[0] : nullptr);
   HandshakeOutcome o = establish_on(group, &rmbs, conf.rmbe_alert_token, acc->rmbe_alert_token, fd, true);
   // The engine does not watch the group yet: this thread may still act for it.
   if (stray) group->dispatch(0, *stray);
@@ -1202,7 +1307,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
     rmbs.peer[static_cast<size_t>(slot)] = second->peer;
   }
 #endif
-  group->note_peer_rmb(tokens_of(rmbs));
+  group->note_peer_rmb(tokens_of(rmbs), group->shm() ? &rmbs.peer[0] : nullptr);
   HandshakeOutcome o = establish_on(group, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, true);
   LinkGroup::register_group(group);
   Engine::get().add_group(group);

@@ -11,6 +11,7 @@
 #include "core/cdc_mem.h"
 #include "core/connection.h"
 #include "core/engine.h"
+#include "core/env.h"
 #include "core/llc.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -33,6 +34,16 @@ constexpr size_t kMaxPeerRmbs = 255;
 // rather than add a connection to a group this close to that limit: the
 // client's count of our RMBs trails ours by the DELETE RKEYs in flight.
 constexpr size_t kGroupFullAt = kMaxPeerRmbs - 15;
+// Idle RMBs a group keeps for reuse (each one RMB of memory, mapped by both
+// processes): SMCR_RMB_POOL, default 64, 0 disables reuse.
+size_t rmb_pool_max() {
+  static const size_t n = [] {
+    const char* v = env("SMCR_RMB_POOL");
+    long x = v ? strtol(v, nullptr, 10) : 64;
+    return static_cast<size_t>(std::clamp<long>(x, 0, 4096));
+  }();
+  return n;
+}
 
 }  // namespace
 
@@ -161,6 +172,7 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
     if (g->retired_ || g->failed_) continue;
     if (static_cast<size_t>(g->users_) >= kGroupFullAt || g->peer_rmbs_.size() >= kGroupFullAt) continue;
     ++g->users_;
+    g->idle_since_ms_ = 0;
     return g;
   }
   return nullptr;
@@ -185,11 +197,27 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
   return nullptr;
 }
 
+// SMCR_LGR_LINGER_MS: how long a server's group outlives its last
+// connection (default 10 s; 0: it ends with it).
+int64_t LinkGroup::linger_ms() {
+  static const int64_t ms = [] {
+    const char* v = env("SMCR_LGR_LINGER_MS");
+    long x = v ? strtol(v, nullptr, 10) : 10000;
+    return static_cast<int64_t>(x < 0 ? 0 : x);
+  }();
+  return ms;
+}
+
 void LinkGroup::maybe_retire_locked() {
   if (users_ > 0 || retired_) return;
   if (role_ == Role::kClient && !failed_) return;  // the server ends the group
+  if (!failed_ && linger_ms() > 0) {
+    if (idle_since_ms_ == 0) idle_since_ms_ = std::max<int64_t>(sys::now_ms(), 1);
+    return;
+  }
   retired_ = true;
 }
+
 
 // Leaves the registry and hands the group to the engine to end it.
 static void retire(LinkGroup* g) {
@@ -199,6 +227,17 @@ static void retire(LinkGroup* g) {
     r.erase(std::remove(r.begin(), r.end(), g), r.end());
   }
   Engine::get().retire_group(g);
+}
+
+bool LinkGroup::retire_if_idle(int64_t now_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (retired_ || users_ > 0 || idle_since_ms_ == 0 || now_ms - idle_since_ms_ < linger_ms()) return false;
+    retired_ = true;
+  }
+  SMCR_LOG(2, "link group: idle for %lld ms, ending it", static_cast<long long>(now_ms - idle_since_ms_));
+  retire(this);
+  return true;
 }
 
 void LinkGroup::release_hold() {
@@ -239,6 +278,7 @@ void LinkGroup::add_connection(uint32_t token, Connection* c) {
     std::lock_guard<std::mutex> lock(mu_);
     conns_[token] = c;
     ++users_;
+    idle_since_ms_ = 0;
     auto it = early_cdcs_.find(token);
     if (it != early_cdcs_.end()) {
       early.swap(it->second);
@@ -291,12 +331,25 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   return ok;
 }
 
-bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd) {
+bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd,
+                                 RemoteRmb* mapped) {
   std::lock_guard<std::mutex> lock(mu_);
   auto s = static_cast<size_t>(slot);
   for (PeerRmb& r : peer_rmbs_) {
-    if (r.claimed || !r.tokens.has[s] || r.tokens.rkey[s] != rkey || r.tokens.vaddr[s] != vaddr) continue;
+    if (r.deleted || !r.tokens.has[s] || r.tokens.rkey[s] != rkey || r.tokens.vaddr[s] != vaddr) continue;
+    // Reuse: the peer names an RMB whose earlier connection has ended on its
+    // side. Ours may not have processed that peer's C yet (it travels on the
+    // link, the Accept on TCP), so the mapping may still be in use: it is
+    // shared, and unmapped by the group.
+    if (mapped && r.mapped.addr) {
+      *tokens = r.tokens;
+      *mapped = r.mapped;
+      ++r.users;
+      return true;
+    }
+    if (r.claimed) continue;
     r.claimed = true;
+    ++r.users;
     *tokens = r.tokens;
     *fd = r.fd;
     r.fd = -1;
@@ -305,9 +358,92 @@ bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRm
   return false;
 }
 
+void LinkGroup::unmap_peer_rmb_locked(PeerRmb* r) {
+  if (r->mapped.addr) link()->release_remote_rmb(&r->mapped);
+  r->mapped = RemoteRmb{};
+}
+
+// The entry for the peer RMB that `m` maps (by any link's RToken).
+static bool names(const PeerRmbTokens& t, const RemoteRmb& m) {
+  for (size_t i = 0; i < t.has.size(); ++i)
+    if (t.has[i] && t.rkey[i] == m.rkey && t.vaddr[i] == m.vaddr) return true;
+  return false;
+}
+
+void LinkGroup::adopt_peer_mapping(const RemoteRmb& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PeerRmb& r : peer_rmbs_) {
+    if (!names(r.tokens, m) || r.mapped.addr) continue;
+    r.mapped = m;
+    return;
+  }
+}
+
+void LinkGroup::return_peer_rmb(RemoteRmb* m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!return_peer_rmb_locked(m) && m->addr) link()->release_remote_rmb(m);
+}
+
+bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m) {
+  for (auto it = peer_rmbs_.begin(); it != peer_rmbs_.end(); ++it) {
+    PeerRmb& r = *it;
+    if (!names(r.tokens, *m)) continue;
+    bool ours = r.mapped.addr == m->addr;
+    if (ours) *m = RemoteRmb{};
+    if (r.users > 0) --r.users;
+    if (r.deleted && r.users == 0) {
+      unmap_peer_rmb_locked(&r);
+      if (r.fd >= 0) sys::close(r.fd);
+      peer_rmbs_.erase(it);
+    }
+    return ours;
+  }
+  return false;
+}
+
+bool LinkGroup::take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_ || link_slots() != 1) return false;
+  for (auto it = rmb_pool_.begin(); it != rmb_pool_.end(); ++it) {
+    if ((*it)[0].size != size) continue;
+    *local = *it;
+    rmb_pool_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+size_t LinkGroup::pooled_rmbs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rmb_pool_.size();
+}
+
 std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer) {
+                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable) {
   std::array<uint32_t, kMaxGroupLinks> rkeys{};
+  if (shm()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The group owns the mappings of the peer's RMBs: a connection's view
+    // goes back (the loop below then unmaps only a mapping of its own).
+    for (int i = 0; peer && i < link_slots(); ++i) {
+      RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
+      if (r.addr && !r.alias) return_peer_rmb_locked(&r);
+    }
+    LocalRmb& ours = (*local)[0];
+    // One link (the handshake builds no second shm link): a pooled RMB
+    // needs no registration on links added since.
+    if (reusable && !failed_ && !retired_ && link_slots() == 1 && ours.addr && ours.control &&
+        rmb_pool_.size() < rmb_pool_max()) {
+      // A fresh start for the next connection: no CDC, no wait bits, no
+      // urgent record (core/cdc_mem.h). Not the ringing count: a sender of
+      // the old connection may still be inside a ring, and its decrement
+      // must find its own increment.
+      cdcmem::reset_for_reuse(ours.control);
+      rmb_pool_.push_back(*local);
+      *local = {};
+      counters().rmb_pooled.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < link_slots(); ++i) {
       LocalRmb& r = (*local)[static_cast<size_t>(i)];
@@ -316,7 +452,7 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
       link_at(i)->free_local_rmb(&r);
     }
   }
-  for (int i = 0; i < link_slots(); ++i) {
+  for (int i = 0; peer && i < link_slots(); ++i) {
     RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
     if (r.size) link_at(i)->release_remote_rmb(&r);
     r = RemoteRmb{};
@@ -324,11 +460,13 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
   return rkeys;
 }
 
-void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens) {
+void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens, const RemoteRmb* mapping) {
   std::lock_guard<std::mutex> lock(mu_);
   PeerRmb r;
   r.tokens = tokens;
   r.claimed = true;
+  r.users = 1;
+  if (mapping && mapping->addr && !mapping->alias) r.mapped = *mapping;
   peer_rmbs_.push_back(r);
 }
 
@@ -343,8 +481,11 @@ void LinkGroup::announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>&
 }
 
 LinkGroup::~LinkGroup() {
-  for (PeerRmb& r : peer_rmbs_)
+  for (PeerRmb& r : peer_rmbs_) {
     if (r.fd >= 0) sys::close(r.fd);
+    unmap_peer_rmb_locked(&r);
+  }
+  for (auto& rmbs : rmb_pool_) free_rmbs(&rmbs, nullptr);
   for (auto& [token, fd] : early_bells_) sys::close(fd);
 }
 
@@ -579,9 +720,15 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
             ++it;
             continue;
           }
-          if (it->fd >= 0) sys::close(it->fd);
-          it = peer_rmbs_.erase(it);
           known = true;
+          if (it->users > 0) {
+            it->deleted = true;  // the last connection using it unmaps it
+            ++it;
+            continue;
+          }
+          if (it->fd >= 0) sys::close(it->fd);
+          unmap_peer_rmb_locked(&*it);
+          it = peer_rmbs_.erase(it);
         }
         if (!known) {
           reply.negative = true;

@@ -103,18 +103,40 @@ class LinkGroup {
   // The peer's RMB that CONFIRM RKEY announced (and, on shm, the RMB fd that
   // came with it), found by its RToken on link `slot`: taken by the
   // handshake whose Accept/Confirm names it.
-  bool take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd);
+  // On shm, a peer RMB that an earlier connection mapped comes back as
+  // *mapped (shared with the group, which unmaps it) instead of an fd.
+  bool take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd,
+                        RemoteRmb* mapped = nullptr);
   // Our RMB is gone (its connection has ended): tell the peer with DELETE
   // RKEY (RFC 3.5.5.2.2), naming it by its RKey on the primary link. Not
   // awaited: the peer's connection has exchanged C and writes no more.
   void announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>& rkey_by_slot);
   // Releases one connection's RMB registrations on every link (aliases
   // before the owning one, which frees the memory) and its view of the
-  // peer's RMB; returns the RKeys the RMB had, by slot.
+  // peer's RMB; returns the RKeys the RMB had, by slot (all zero when the
+  // group kept the RMB for reuse: nothing to announce).
+  //
+  // RMB reuse (shm fabric, RFC 3.5.2: RMBs belong to the link group): with
+  // `reusable` (the connection ended with both C exchanged, so neither side
+  // writes its RMBEs again) our RMB stays registered with the peer (no
+  // DELETE RKEY) in a pool for the next connection of its size, and the
+  // peer's RMB stays mapped here until the peer deletes it. A subsequent
+  // contact on a pooled RMB needs no memfd, no CONFIRM RKEY and no fresh
+  // page faults.
   std::array<uint32_t, kMaxGroupLinks> free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer);
-  // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION).
-  void note_peer_rmb(const PeerRmbTokens& tokens);
+                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable = false);
+  // A pooled RMB of `size` (its control page cleared), or false.
+  bool take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local);
+  size_t pooled_rmbs();
+  // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION);
+  // on shm with its mapping, which the group then owns.
+  void note_peer_rmb(const PeerRmbTokens& tokens, const RemoteRmb* mapping = nullptr);
+  // shm: the mapping of a peer RMB that take_peer_rtoken gave as an fd; the
+  // group owns it from now on and unmaps it when the peer deletes the RMB or
+  // the group ends.
+  void adopt_peer_mapping(const RemoteRmb& m);
+  // Gives back a mapping take_peer_rtoken lent (a handshake that failed).
+  void return_peer_rmb(RemoteRmb* m);
 
   // Engine thread: one message off the link in `slot`.
   void dispatch(int slot, std::span<const uint8_t> msg);
@@ -126,6 +148,12 @@ class LinkGroup {
   // surviving link (RFC 4.6) and the peer is told with DELETE LINK; with no
   // survivor every connection is reset.
   void on_link_failure(int slot);
+  // Engine thread, periodically: a server's group without users retires
+  // once it has been idle for SMCR_LGR_LINGER_MS (default 10 s; kernel SMC
+  // keeps them 10 min), so that a client reconnecting meanwhile makes a
+  // subsequent contact instead of a new group. True if it retired.
+  bool retire_if_idle(int64_t now_ms);
+  static int64_t linger_ms();
   // Engine thread, last connection gone: the server ends the group with
   // DELETE LINK (all links, orderly) before the links are closed (RFC 3.5.4).
   void terminate();
@@ -149,7 +177,16 @@ class LinkGroup {
     PeerRmbTokens tokens;
     int fd = -1;  // shm: the RMB's memfd until claimed
     bool claimed = false;
+    // shm: kept mapped after its connection ended, for the next one the
+    // peer names it for; `users` connections map it now.
+    RemoteRmb mapped;
+    int users = 0;
+    bool deleted = false;  // DELETE RKEY came while a connection still used it
   };
+  void unmap_peer_rmb_locked(PeerRmb* r);
+  // Gives a connection's mapping of the peer's RMB back; false if the group
+  // does not know it (the caller unmaps).
+  bool return_peer_rmb_locked(RemoteRmb* r);
 
   void handle_llc(int slot, std::span<const uint8_t> msg);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
@@ -171,6 +208,8 @@ class LinkGroup {
   bool retired_ = false;
   int users_ = 0;  // connections + handshake holds
   std::vector<PeerRmb> peer_rmbs_;  // announced or in use, until DELETE RKEY
+  std::vector<std::array<LocalRmb, kMaxGroupLinks>> rmb_pool_;  // ours, idle, still known to the peer
+  int64_t idle_since_ms_ = 0;  // server: users_ reached 0 (0: in use)
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
   // Readiness sockets (core/cdc_mem.h) that arrived before their connection.
   std::map<uint32_t, int> early_bells_;

@@ -120,6 +120,8 @@ std::string format_counters() {
   put("llc_received", c.llc_received.load());
   put("lgr_created", c.lgr_created.load());
   put("lgr_reused", c.lgr_reused.load());
+  put("rmb_pooled", c.rmb_pooled.load());
+  put("rmb_reused", c.rmb_reused.load());
   put("aborts", c.aborts.load());
   put("handovers", c.handovers.load());
   put("link_send_errors", c.link_send_errors.load());

@@ -51,6 +51,8 @@ struct Counters {
   std::atomic<uint64_t> llc_received{0};
   std::atomic<uint64_t> lgr_created{0};    // first contacts: new link groups
   std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
+  std::atomic<uint64_t> rmb_pooled{0};     // RMBs kept by their group after an orderly close
+  std::atomic<uint64_t> rmb_reused{0};     // subsequent contacts on a pooled RMB (no memfd, no CONFIRM RKEY)
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> link_send_errors{0};

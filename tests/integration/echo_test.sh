@@ -54,6 +54,19 @@ check "100 connections: no fallback" [ "$(stat_sum fallback_total)" = 0 ]
 check "100 connections shared one link group per side (first contact once, 99 subsequent contacts)" \
   [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 198 ]
 
+# One connection after another: the server's group outlives each one
+# (SMCR_LGR_LINGER_MS), and RMBs whose connection closed in order are used
+# again (no memfd, no CONFIRM RKEY). Each echo is checked by SHA-256, so a
+# reused RMB that still held or received old bytes would show.
+run_pair "200 sequential connections" "--max-conns 200" "--bytes 100K --conns 200 --sequential"
+check "200 sequential SMC-R connections intact" [ "$(field ok "$OUT")" = 200 ]
+check "200 sequential: all SMC-R on both sides, no fallback" \
+  [ "$(stat_sum smc_active)" = 200 -a "$(stat_sum smc_passive)" = 200 -a "$(stat_sum fallback_total)" = 0 ]
+check "200 sequential: one link group per side for all of them ($(stat_sum lgr_created) created)" \
+  [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 398 ]
+check "200 sequential: RMBs kept after orderly closes and used again ($(stat_sum rmb_pooled) kept, $(stat_sum rmb_reused) reused)" \
+  [ "$(stat_sum rmb_reused)" -gt 0 -a "$(stat_sum rmb_pooled)" -ge "$(stat_sum rmb_reused)" ]
+
 # RFC 7609 8.2 allows 255 RMBs per peer in a link group: more connections
 # between the same two processes need more groups (new first contacts).
 run_pair "600 connections" "--max-conns 600" "--bytes 16K --conns 600"

@@ -34,6 +34,7 @@ struct Options {
   int port = 0;
   uint64_t bytes = 1;
   int conns = 1;
+  bool sequential = false;  // client: one connection after another, not all at once
   size_t chunk = 65536;
   bool edge = false;
   bool nonblock_connect = false;
@@ -377,8 +378,11 @@ Result run_source(const Options& o) {
 int client(const Options& o) {
   std::vector<Result> results(static_cast<size_t>(o.conns));
   std::vector<std::thread> threads;
-  for (int i = 0; i < o.conns; ++i)
-    threads.emplace_back([&, i] { results[i] = o.mode == "source" ? run_source(o) : run_echo(o, i); });
+  auto one = [&](int i) { results[i] = o.mode == "source" ? run_source(o) : run_echo(o, i); };
+  for (int i = 0; i < o.conns; ++i) {
+    if (o.sequential) one(i);
+    else threads.emplace_back(one, i);
+  }
   for (auto& t : threads) t.join();
   int ok = 0;
   uint64_t acked = 0, rcvd = 0, bytes = 0;
@@ -427,6 +431,7 @@ int main(int argc, char** argv) {
     else if (a == "--mode") o.mode = next();
     else if (a == "--bytes") o.bytes = parse_size(next());
     else if (a == "--conns") o.conns = atoi(next());
+    else if (a == "--sequential") o.sequential = true;
     else if (a == "--chunk") o.chunk = parse_size(next());
     else if (a == "--et") o.edge = true;
     else if (a == "--nonblock-connect") o.nonblock_connect = true;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/cdc.h"
+#include "core/cdc_mem.h"
 #include "core/connection.h"
 #include "core/engine.h"
 #include "core/fabric_shm.h"
@@ -357,19 +358,46 @@ TEST_F(ConnectionTest, DeleteRkeyForAnUnknownRkeyIsAnsweredNegatively) {
   EXPECT_EQ(reply->error_mask, 0xC0);
 }
 
-TEST_F(ConnectionTest, ReleasedConnectionAnnouncesItsRmbWithDeleteRkey) {
+// An aborted connection's RMB may still be written by the peer: it is not
+// reused but deleted, and the peer is told.
+TEST_F(ConnectionTest, AbortedConnectionAnnouncesItsRmbWithDeleteRkey) {
   uint32_t rkey = ours_.rkey;
-  // Both sides close: our C, then the peer's C releases the connection.
+  cdc::Flags f;
+  f.peer_conn_abort = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  barrier();
   conn_->app_close(false);
   conn_ = nullptr;
-  cdc::Flags f;
-  f.peer_conn_closed = true;
-  send_cdc(1, {0, 4}, {0, 4}, f);
   auto d = next_llc<llc::DeleteRkey>();
   ASSERT_TRUE(d) << "no DELETE RKEY after the connection ended";
   EXPECT_FALSE(d->reply);
   EXPECT_EQ(d->count, 1);
   EXPECT_EQ(d->rkeys[0], rkey);
+  EXPECT_EQ(group_->pooled_rmbs(), 0u);
+}
+
+// RFC 3.5.2: RMBs belong to the link group. After an orderly close (both C)
+// neither side writes the RMBE again: the group keeps ours, still known to
+// the peer (no DELETE RKEY), with a cleared control page, for its next
+// connection of that size.
+TEST_F(ConnectionTest, OrderlyClosedConnectionLeavesItsRmbInTheGroupsPool) {
+  uint8_t* control = ours_.control;
+  ASSERT_NE(control, nullptr);
+  conn_->app_close(false);
+  conn_ = nullptr;
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  barrier();
+  EXPECT_FALSE(next_llc<llc::DeleteRkey>(300)) << "a pooled RMB must stay registered";
+  EXPECT_EQ(group_->pooled_rmbs(), 1u);
+  std::array<LocalRmb, kMaxGroupLinks> again{};
+  ASSERT_TRUE(group_->take_pooled_rmb(kRmbSize, &again));
+  EXPECT_EQ(again[0].rkey, ours_.rkey);
+  EXPECT_EQ(again[0].addr, ours_.addr);
+  for (size_t i = 0; i < cdcmem::kControlBytes; ++i) ASSERT_EQ(control[i], 0) << "control byte " << i;
+  EXPECT_FALSE(group_->take_pooled_rmb(kRmbSize, &again)) << "one RMB, taken once";
+  shm_free_rmb(&again[0]);
 }
 
 }  // namespace
