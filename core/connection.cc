@@ -601,12 +601,6 @@ int64_t spin_budget_ns() {
   return ns;
 }
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 bool Connection::spin_for_data_locked() {
@@ -628,7 +622,7 @@ bool Connection::spin_for_data_locked() {
   // Held: the connection cannot be released (and its page unmapped) by
   // another thread meanwhile; our engine parks its messages (inbox).
   uint32_t seen = rx_control_seen_;
-  int64_t deadline = now_ns() + budget;
+  int64_t deadline = sys::now_ns() + budget;
   for (uint32_t i = 1;; ++i) {
     if (cdcmem::version(rx_control_) != seen || inbox_nonempty_.load(std::memory_order_relaxed)) {
       spin_misses_ = 0;
@@ -636,7 +630,7 @@ bool Connection::spin_for_data_locked() {
       return true;
     }
     __builtin_ia32_pause();
-    if ((i & 31) == 0 && now_ns() > deadline) break;
+    if ((i & 31) == 0 && sys::now_ns() > deadline) break;
   }
   // Nothing came: a peer that is slow to answer costs us a sleep anyway, so
   // after a few misses sleep at once for a while (up to 64 reads).

@@ -78,12 +78,6 @@ bool send_all(int fd, const std::vector<uint8_t>& bytes, int64_t deadline) {
 
 enum class Recv { kMessage, kNotClc, kMalformedHeader, kEof, kTimeout, kError };
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // SMCR_CLC_SPIN_US (0: never; default 100): how long a handshake watches
 // for the peer's next CLC message before it sleeps.
 int64_t clc_spin_ns() {
@@ -142,7 +136,7 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
   // on this host answers within tens of microseconds, less than a sleep
   // and wake-up costs here, so watch for it a while (SMCR_CLC_SPIN_US)
   // before sleeping.
-  const int64_t spin_until = now_ns() + clc_spin_ns();
+  const int64_t spin_until = sys::now_ns() + clc_spin_ns();
   for (;;) {
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
@@ -158,7 +152,7 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     }
     // Part of a message, not CLC, end of stream or an error: the careful
     // path below decides.
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || now_ns() >= spin_until) break;
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || sys::now_ns() >= spin_until) break;
     __builtin_ia32_pause();
   }
   uint8_t head[clc::kHeaderLen];

@@ -34,6 +34,12 @@ int sys::hide_fd(int fd) {
   return high;
 }
 
+int64_t sys::now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 int64_t sys::now_ms() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -54,6 +54,8 @@ inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::sys
 
 // Monotonic milliseconds, for handshake deadlines.
 int64_t now_ms();
+// Monotonic nanoseconds (vDSO, no system call), for bounded spins.
+int64_t now_ns();
 
 // The shim's own descriptors (the TCP socket behind an SMC-R fd, readiness
 // socket ends, links, the engine's epoll) live in the upper half of
