@@ -593,11 +593,7 @@ namespace {
 // SMCR_SPIN_US (0: never), default kDefaultSpinUs.
 constexpr int kDefaultSpinUs = 40;
 int64_t spin_budget_ns() {
-  static const int64_t ns = [] {
-    const char* v = env("SMCR_SPIN_US");
-    long us = v ? strtol(v, nullptr, 10) : kDefaultSpinUs;
-    return static_cast<int64_t>(std::clamp<long>(us, 0, 10000)) * 1000;
-  }();
+  static const int64_t ns = int64_t{1000} * env_long("SMCR_SPIN_US", kDefaultSpinUs, 0, 10000);
   return ns;
 }
 

@@ -1,5 +1,7 @@
 #include "core/env.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -36,6 +38,11 @@ const char* env(const char* name) {
   for (const auto& [k, v] : *g_vars)
     if (k == name) return v.c_str();
   return nullptr;
+}
+
+long env_long(const char* name, long fallback, long lo, long hi) {
+  const char* v = env(name);
+  return std::clamp(v ? strtol(v, nullptr, 10) : fallback, lo, hi);
 }
 
 }  // namespace smcr

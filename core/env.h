@@ -9,6 +9,8 @@ namespace smcr {
 
 // The value of an SMCR_* variable at load time, or null.
 const char* env(const char* name);
+// An integer SMCR_* setting: `fallback` when unset, clamped to [lo, hi].
+long env_long(const char* name, long fallback, long lo, long hi);
 // Takes the snapshot now (the shim's constructor); later calls do nothing.
 void snapshot_env();
 

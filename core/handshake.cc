@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -81,11 +80,7 @@ enum class Recv { kMessage, kNotClc, kMalformedHeader, kEof, kTimeout, kError };
 // SMCR_CLC_SPIN_US (0: never; default 100): how long a handshake watches
 // for the peer's next CLC message before it sleeps.
 int64_t clc_spin_ns() {
-  static const int64_t ns = [] {
-    const char* v = env("SMCR_CLC_SPIN_US");
-    long us = v ? strtol(v, nullptr, 10) : 100;
-    return static_cast<int64_t>(std::clamp<long>(us, 0, 10000)) * 1000;
-  }();
+  static const int64_t ns = int64_t{1000} * env_long("SMCR_CLC_SPIN_US", 100, 0, 10000);
   return ns;
 }
 

@@ -3,6 +3,7 @@
 #include "core/cdc_mem.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <variant>
 #include <vector>
@@ -37,11 +38,7 @@ constexpr size_t kGroupFullAt = kMaxPeerRmbs - 15;
 // Idle RMBs a group keeps for reuse (each one RMB of memory, mapped by both
 // processes): SMCR_RMB_POOL, default 64, 0 disables reuse.
 size_t rmb_pool_max() {
-  static const size_t n = [] {
-    const char* v = env("SMCR_RMB_POOL");
-    long x = v ? strtol(v, nullptr, 10) : 64;
-    return static_cast<size_t>(std::clamp<long>(x, 0, 4096));
-  }();
+  static const size_t n = static_cast<size_t>(env_long("SMCR_RMB_POOL", 64, 0, 4096));
   return n;
 }
 
@@ -200,11 +197,7 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
 // SMCR_LGR_LINGER_MS: how long a server's group outlives its last
 // connection (default 10 s; 0: it ends with it).
 int64_t LinkGroup::linger_ms() {
-  static const int64_t ms = [] {
-    const char* v = env("SMCR_LGR_LINGER_MS");
-    long x = v ? strtol(v, nullptr, 10) : 10000;
-    return static_cast<int64_t>(x < 0 ? 0 : x);
-  }();
+  static const int64_t ms = env_long("SMCR_LGR_LINGER_MS", 10000, 0, LONG_MAX);
   return ms;
 }
 
@@ -217,7 +210,6 @@ void LinkGroup::maybe_retire_locked() {
   }
   retired_ = true;
 }
-
 
 // Leaves the registry and hands the group to the engine to end it.
 static void retire(LinkGroup* g) {
