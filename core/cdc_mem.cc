@@ -6,20 +6,29 @@ namespace smcr::cdcmem {
 
 namespace {
 
-// Page layout. Line 0 is the sender's, under a sequence lock (odd while it
-// writes): the version, the urgent record and the newest CDC. Line 2 is the
-// receiver's (wants), line 4 the sender's ring count: apart, so a sender
-// spinning on nothing does not bounce the receiver's line.
+// Page layout. Line 0 holds the publish count: n after the sender's n-th
+// CDC is complete. Lines 1 and 2 are two slots, the n-th CDC going to slot
+// n % 2, each under its own sequence lock (odd while written) with the
+// urgent record beside the CDC. A sender descheduled halfway through a
+// publish (for milliseconds, under load) thus never hides the CDC it
+// completed before, the one it may already have rung the receiver for: a
+// single slot would leave that receiver woken with nothing to read. Line 3
+// is the receiver's (wants), line 4 the sender's ring count: apart, so a
+// sender spinning on nothing does not bounce the receiver's line.
 constexpr size_t kVersionAt = 0;
+constexpr size_t kSlotAt[2] = {64, 128};
+constexpr size_t kSlotLockAt = 0;  // within a slot
 constexpr size_t kUrgentValidAt = 4;
 constexpr size_t kCdcAt = 8;  // 6 words hold the 44 bytes
 constexpr size_t kCdcWords = 6;
 constexpr size_t kUrgentAt = 56;  // seq << 48 | wrap << 32 | offset
-constexpr size_t kWantDataAt = 128;
-constexpr size_t kWantWindowAt = 136;
-constexpr size_t kNoDirectAt = 144;
+constexpr size_t kWantDataAt = 192;
+constexpr size_t kWantWindowAt = 200;
+constexpr size_t kNoDirectAt = 208;
 constexpr size_t kRingingAt = 256;
-static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kRingingAt + 4 <= kControlBytes);
+static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kUrgentAt + 8 <= 64);
+static_assert(kSlotAt[1] + 64 <= kWantDataAt && kRingingAt + 4 <= kControlBytes);
+static_assert(kSlotAt[0] == layout::kSlot0 && kSlotAt[1] == layout::kSlot1 && kCdcAt == layout::kCdcInSlot);
 
 // A racing writer may be in the middle of an update; after this many tries
 // the reader leaves it for its next look (a live writer finishes in ns).
@@ -76,35 +85,49 @@ uint32_t publish(uint8_t* page, const cdc::Message& m) {
   std::array<uint8_t, cdc::kMessageLen> wire = cdc::encode(m);
   uint64_t words[kCdcWords] = {};
   std::memcpy(words, wire.data(), wire.size());
-  auto v = u32_at(page, kVersionAt);
-  uint32_t odd = v.load(std::memory_order_relaxed) | 1u;
-  v.store(odd, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  auto count = u32_at(page, kVersionAt);
+  uint32_t n = count.load(std::memory_order_relaxed) + 1;  // we are its only writer
+  const size_t slot = kSlotAt[n & 1], previous = kSlotAt[(n & 1) ^ 1];
+  // The urgent record carries over from the previous publish (our own
+  // writes, stable while we write this slot) unless this CDC brings one.
+  uint64_t urgent = u64_at(page, previous + kUrgentAt).load(std::memory_order_relaxed);
+  uint32_t urgent_valid = u32_at(page, previous + kUrgentValidAt).load(std::memory_order_relaxed);
   if (m.flags.urgent_present) {
-    u64_at(page, kUrgentAt).store(uint64_t{m.seq} << 48 | uint64_t{m.producer.wrap} << 32 | m.producer.offset,
-                                  std::memory_order_relaxed);
-    u32_at(page, kUrgentValidAt).store(1, std::memory_order_relaxed);
+    urgent = uint64_t{m.seq} << 48 | uint64_t{m.producer.wrap} << 32 | m.producer.offset;
+    urgent_valid = 1;
   }
-  for (size_t i = 0; i < kCdcWords; ++i) u64_at(page, kCdcAt + 8 * i).store(words[i], std::memory_order_relaxed);
+  auto lock = u32_at(page, slot + kSlotLockAt);
+  uint32_t odd = lock.load(std::memory_order_relaxed) | 1u;
+  lock.store(odd, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  u64_at(page, slot + kUrgentAt).store(urgent, std::memory_order_relaxed);
+  u32_at(page, slot + kUrgentValidAt).store(urgent_valid, std::memory_order_relaxed);
+  for (size_t i = 0; i < kCdcWords; ++i) u64_at(page, slot + kCdcAt + 8 * i).store(words[i], std::memory_order_relaxed);
+  lock.store(odd + 1, std::memory_order_release);
   // Sequentially consistent: the receiver's wait bits are read after this
   // (see the header), and the RMB bytes written before it are visible first.
-  v.store(odd + 1, std::memory_order_seq_cst);
-  return odd + 1;
+  count.store(n, std::memory_order_seq_cst);
+  return n;
 }
 
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent) {
-  auto v = u32_at(page, kVersionAt);
+  auto count = u32_at(page, kVersionAt);
   for (int i = 0; i < kFetchTries; ++i) {
-    uint32_t before = v.load(std::memory_order_acquire);
-    if (before == *seen) return false;
+    uint32_t n = count.load(std::memory_order_acquire);
+    if (n == *seen) return false;
+    // Slot n % 2 holds publish n, or a later one if the sender has moved on
+    // twice meanwhile (then the count has too, and a retry reads that).
+    const size_t slot = kSlotAt[n & 1];
+    auto lock = u32_at(page, slot + kSlotLockAt);
+    uint32_t before = lock.load(std::memory_order_acquire);
     if (before & 1u) continue;
     uint64_t words[kCdcWords];
-    for (size_t k = 0; k < kCdcWords; ++k) words[k] = u64_at(page, kCdcAt + 8 * k).load(std::memory_order_relaxed);
-    uint64_t u = u64_at(page, kUrgentAt).load(std::memory_order_relaxed);
-    uint32_t uvalid = u32_at(page, kUrgentValidAt).load(std::memory_order_relaxed);
+    for (size_t k = 0; k < kCdcWords; ++k) words[k] = u64_at(page, slot + kCdcAt + 8 * k).load(std::memory_order_relaxed);
+    uint64_t u = u64_at(page, slot + kUrgentAt).load(std::memory_order_relaxed);
+    uint32_t uvalid = u32_at(page, slot + kUrgentValidAt).load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (v.load(std::memory_order_relaxed) != before) continue;
-    *seen = before;
+    if (lock.load(std::memory_order_relaxed) != before) continue;
+    *seen = n;
     uint8_t wire[kCdcWords * 8];
     std::memcpy(wire, words, sizeof wire);
     auto m = cdc::decode(std::span<const uint8_t>(wire, cdc::kMessageLen));

@@ -39,6 +39,11 @@ namespace smcr::cdcmem {
 
 // Bytes after the RMB in its memfd; one page.
 inline constexpr size_t kControlBytes = 4096;
+// Where the two CDC slots lie in the page, and the CDC within a slot (for
+// tests that play a sender stopped halfway).
+namespace layout {
+inline constexpr size_t kSlot0 = 64, kSlot1 = 128, kCdcInSlot = 8;
+}
 
 // What the receiver waits for. Each is a word of its own: the cursor the
 // receiver already knows (the producer cursor for data, the consumer cursor
@@ -84,11 +89,12 @@ struct UrgentRecord {
 // Sender: writes `m` as the newest CDC (and, with U, the urgent record);
 // returns the version it published.
 uint32_t publish(uint8_t* page, const cdc::Message& m);
-// The version word: changes with every publish.
+// The version word: the number of completed publishes.
 uint32_t version(const uint8_t* page);
-// Receiver: the newest CDC and the urgent record if the version differs from
-// *seen; updates *seen. False when nothing new, or when the writer was
-// mid-update on every try (call again later) or the bytes do not decode.
+// Receiver: the newest completed CDC and the urgent record if the version
+// differs from *seen; updates *seen. A publish in progress does not hide the
+// one before it. False when nothing new, when the bytes do not decode, or
+// (a sender outpacing every try, in practice never) call again later.
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent);
 
 // Sender-side count of rings in progress, for a receiver taking back its

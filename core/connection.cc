@@ -646,10 +646,13 @@ void Connection::pull_cdc_locked() {
   }
   if (urgent.valid && (!rx_urgent_seen_valid_ || urgent.seq != rx_urgent_seen_)) {
     // The CDC that carried U may have been replaced by a newer one before we
-    // looked: process it first, as the link would have delivered it.
+    // looked: process it first, as the link would have delivered it. (When
+    // it is the newest CDC itself, it is processed whole below: a stand-in
+    // with its seq would make the real one look stale and lose its cursor
+    // and flags.)
     rx_urgent_seen_valid_ = true;
     rx_urgent_seen_ = urgent.seq;
-    if (!rx_seq_seen_ || cdc::seq_newer(urgent.seq, rx_seq_)) {
+    if (urgent.seq != m.seq && (!rx_seq_seen_ || cdc::seq_newer(urgent.seq, rx_seq_))) {
       cdc::Message u;
       u.seq = urgent.seq;
       u.alert_token = local_token_;

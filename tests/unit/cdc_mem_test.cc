@@ -41,8 +41,8 @@ TEST(CdcMem, PublishThenFetchReturnsTheNewestOnce) {
   Page page;
   uint32_t v1 = publish(page.p(), cdc_with(1, 100, 4));
   uint32_t v2 = publish(page.p(), cdc_with(2, 200, 8));
-  EXPECT_EQ(v1 % 2, 0u);
-  EXPECT_GT(v2, v1);
+  EXPECT_EQ(v1, 1u);  // the version counts completed publishes
+  EXPECT_EQ(v2, 2u);
   uint32_t seen = 0;
   cdc::Message out;
   UrgentRecord urgent;
@@ -72,23 +72,51 @@ TEST(CdcMem, UrgentRecordOutlivesTheCdcThatCarriedIt) {
 
 TEST(CdcMem, GarbageInTheSlotIsNotACdc) {
   Page page;
-  publish(page.p(), cdc_with(1, 100, 4));
-  page.bytes[8] = 0x01;  // the type byte: no longer 0xFE
+  publish(page.p(), cdc_with(1, 100, 4));                   // the first publish goes to slot 1
+  page.bytes[layout::kSlot1 + layout::kCdcInSlot] = 0x01;  // its type byte: no longer 0xFE
   uint32_t seen = 0;
   cdc::Message out;
   UrgentRecord urgent;
   EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
 }
 
-TEST(CdcMem, AWriterStuckMidUpdateIsNotRead) {
+// A sender descheduled halfway through a publish (its slot's lock odd, the
+// slot half written) must not hide the CDC it completed before: it may have
+// rung the receiver for that one, and a receiver woken with nothing to read
+// is what a TCP socket never shows.
+TEST(CdcMem, ASenderStoppedMidPublishLeavesItsLastCompleteCdcReadable) {
   Page page;
   publish(page.p(), cdc_with(1, 100, 4));
-  page.bytes[0] |= 1;  // version odd: a write in progress that never ends
+  publish(page.p(), cdc_with(2, 200, 8));  // slot 0
+  // Publish 3 begins in slot 1 and never ends.
+  page.bytes[layout::kSlot1] |= 1;
+  page.bytes[layout::kSlot1 + layout::kCdcInSlot + 20] ^= 0xFF;
   uint32_t seen = 0;
   cdc::Message out;
   UrgentRecord urgent;
-  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
-  EXPECT_EQ(seen, 0u);
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(out, cdc_with(2, 200, 8));
+  EXPECT_EQ(seen, version(page.p()));
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));  // nothing newer is complete
+}
+
+TEST(CdcMem, TheNewestUrgentRecordWinsAndCarriesOverBothSlots) {
+  Page page;
+  cdc::Message u1 = cdc_with(5, 300, 4);
+  u1.flags.urgent_present = u1.flags.urgent_pending = true;
+  cdc::Message u2 = cdc_with(6, 310, 4);
+  u2.flags.urgent_present = u2.flags.urgent_pending = true;
+  publish(page.p(), u1);
+  publish(page.p(), u2);
+  for (uint16_t seq = 7; seq < 10; ++seq) publish(page.p(), cdc_with(seq, 400, 4));
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(out.seq, 9);
+  ASSERT_TRUE(urgent.valid);
+  EXPECT_EQ(urgent.seq, 6);
+  EXPECT_EQ(urgent.producer, (cdc::Cursor{3, 310}));
 }
 
 TEST(CdcMem, ConcurrentReaderNeverSeesATornCdc) {
