@@ -37,9 +37,12 @@ CloseTransition close_transition(CloseState s, CloseEvent e, const CloseContext&
   if (e == E::kPeerAbort) {
     if (s == S::kClosed) return stay(s);
     if (s == S::kPeerAbortWait) return go(S::kClosed, kActReleaseRmbe | kActResetTcp);
-    // Passive abort: purge, tell the application, answer with A unless we
-    // already sent C (after C we must not send any further CDC).
-    uint32_t a = kActPurge | kActWakeReaders | kActResetTcp | kActReleaseRmbe;
+    // Passive abort: tell the application, answer with A unless we already
+    // sent C (after C we must not send any further CDC). [LINUX] Unlike RFC
+    // 4.8.2 2A, bytes received before the A are not purged: they stay
+    // readable ahead of the reset, as TCP's queued data before an RST (and
+    // Linux SMC's) -- a response followed by an abortive close still arrives.
+    uint32_t a = kActWakeReaders | kActResetTcp | kActReleaseRmbe;
     if (may_abort(s)) a |= kActSendAbort;
     return go(S::kClosed, a);
   }

@@ -432,8 +432,23 @@ uint32_t Connection::reported_sndbuf() {
 
 uint32_t Connection::bytes_readable() {
   std::lock_guard<Connection> lock(*this);
-  if (aborted_) return 0;
+  // After a reset too: TCP's SIOCINQ counts the bytes still queued.
   return rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+}
+
+int Connection::take_reset_error_locked() {
+  if (reset_reported_ || !(aborted_ || peer_lost_)) return 0;
+  reset_reported_ = true;
+  return peer_done_ ? EPIPE : ECONNRESET;
+}
+
+int Connection::take_socket_error(int tcp_error) {
+  std::lock_guard<Connection> lock(*this);
+  if (reset_reported_) return 0;  // TCP: sock_error() clears what it reports
+  int e = take_reset_error_locked();
+  if (e == 0) e = tcp_error;  // the TCP socket's RST got here before the A
+  if (e == ECONNRESET || e == EPIPE) reset_reported_ = true;
+  return e;
 }
 
 // ---------------------------------------------------------------- urgent data
@@ -836,7 +851,7 @@ bool Connection::send_cdc_locked(bool done, bool close, bool abort) {
 
 // RFC 7609 4.5.1: when a consumer-cursor update is owed to the writer.
 void Connection::maybe_send_consumer_update_locked() {
-  if (sent_close_ || sent_abort_ || peer_closed_) return;
+  if (sent_close_ || sent_abort_ || peer_closed_ || aborted_ || peer_lost_) return;
   uint32_t cap = rx_space_.capacity();
   uint32_t gain = rx_space_.used(rx_cons_, rx_cons_sent_).value_or(0);
   if (gain == 0) return;
@@ -912,15 +927,6 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       errno = EBADF;
       return -1;
     }
-    if (aborted_) {
-      if (done) return static_cast<ssize_t>(done);
-      if (!reset_reported_) {
-        reset_reported_ = true;
-        errno = ECONNRESET;
-        return -1;
-      }
-      return 0;
-    }
     if (shut_rd_) return static_cast<ssize_t>(done);
     uint32_t avail = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
     bool more_coming = !(peer_done_ || peer_closed_ || peer_lost_);
@@ -964,10 +970,13 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       }
       continue;
     }
-    if (peer_lost_ && !peer_done_ && !done) {
-      if (!reset_reported_) {
-        reset_reported_ = true;
-        errno = ECONNRESET;
+    if (aborted_ || peer_lost_) {
+      // As TCP after an RST: what was received first is read first; then
+      // the reset's error, once, unless the peer's FIN came before it (then
+      // end-of-file, and the error waits for send() or SO_ERROR).
+      if (done) return static_cast<ssize_t>(done);
+      if (int e = peer_done_ ? 0 : take_reset_error_locked()) {
+        errno = e;
         return -1;
       }
       return 0;
@@ -1021,8 +1030,8 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     }
     if (aborted_ || link_dead_ || peer_lost_) {
       if (done) return static_cast<ssize_t>(done);
-      errno = (aborted_ && !reset_reported_) ? ECONNRESET : EPIPE;
-      reset_reported_ = true;
+      int e = take_reset_error_locked();
+      errno = e ? e : EPIPE;
       if (errno == EPIPE && !(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
       return -1;
     }
@@ -1200,6 +1209,7 @@ void Connection::protocol_violation_locked(const char* what) {
   counters().protocol_violations.fetch_add(1, std::memory_order_relaxed);
   apply_close_event_locked(CloseEvent::kAppAbort);
   aborted_ = true;
+  rx_cons_ = rx_prod_;  // nothing of a misbehaving peer's is delivered any more
   signal_reset_locked();
 }
 
@@ -1435,6 +1445,14 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
            m.flags.peer_done_writing, m.flags.peer_conn_closed, m.flags.peer_conn_abort);
 
   if (m.flags.peer_conn_abort) {
+    // Bytes the peer wrote before it aborted stay readable (see
+    // close_transition): the A may be the only CDC that announces them,
+    // having replaced their own in the control page.
+    if (!aborted_ && !peer_done_ && !peer_closed_ && rx_space_.in_range(m.producer)) {
+      auto old_used = rx_space_.used(rx_prod_, rx_cons_);
+      auto new_used = rx_space_.used(m.producer, rx_cons_);
+      if (old_used && new_used && *new_used > *old_used) rx_prod_ = m.producer;
+    }
     aborted_ = true;
     apply_close_event_locked(CloseEvent::kPeerAbort);
     signal_reset_locked();

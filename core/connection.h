@@ -107,6 +107,9 @@ class Connection {
   bool linger_abort() const { return linger_abort_; }
   void set_nonblocking(bool nb);
   void set_timeout(bool receive, int ms);
+  // SO_ERROR: the reset's error if no call has reported it yet (as TCP's
+  // sk_err, reported once), else `tcp_error` (the TCP socket's own).
+  int take_socket_error(int tcp_error);
   uint32_t bytes_readable();
   // Bytes a write could place in the peer's RMBE now without waiting (0 once
   // the connection can no longer send).
@@ -310,6 +313,9 @@ class Connection {
   bool sent_done_ = false, sent_close_ = false, sent_abort_ = false;
   bool peer_done_ = false, peer_closed_ = false;
   bool aborted_ = false;           // reset: calls fail with ECONNRESET once, then EOF/EPIPE
+  // The error a reset leaves pending (ECONNRESET, or EPIPE after the
+  // peer's FIN), 0 once reported.
+  int take_reset_error_locked();
   bool reset_reported_ = false;
   bool tcp_reset_ = false;         // close the TCP socket with RST
   bool link_dead_ = false;

@@ -645,6 +645,15 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
   int rc = real_getsockopt(c->tcp_fd(), level, name, val, len);
+  if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= sizeof(int)) {
+    // One pending error, reported once by whichever of recv, send and
+    // SO_ERROR comes first, as TCP's (the reading above cleared the TCP
+    // socket's own).
+    int tcp_error = 0;
+    memcpy(&tcp_error, val, sizeof tcp_error);
+    int e = c->take_socket_error(tcp_error);
+    memcpy(val, &e, sizeof e);
+  }
   if (rc == 0 && level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && val && len) {
     // The buffers that really hold this connection's bytes: our RMB and the
     // send window in the peer's, doubled as the kernel reports buffers.

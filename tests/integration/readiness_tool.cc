@@ -4,8 +4,9 @@
 // the caller compares a plain run with an smc_run one.
 //   epoll EPOLLET / EPOLLONESHOT / EPOLLEXCLUSIVE, nested epoll, one epoll fd
 //   waited on by two threads, epoll_pwait2, ppoll, pselect, EPOLLRDHUP after
-//   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close,
-//   SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
+//   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close
+//   (bytes before it read first, a FIN before it giving end-of-file, the
+//   error reported once), SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
 //   after a non-blocking connect, several threads writing one connection,
 //   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run), urgent
 //   data (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI, SIGURG), MSG_MORE,
@@ -237,6 +238,90 @@ bool case_reset() {
   int err = errno;
   close(ep);
   return (ev & EPOLLHUP) && n == -1 && err == ECONNRESET;
+}
+
+// After the peer's RST (SMC-R: its A), as Linux TCP: bytes received before
+// it are read first; then one pending error -- ECONNRESET, or EPIPE when the
+// peer's FIN came first, which recv() does not report (it returns 0) --
+// reported once, by whichever of recv, send and SO_ERROR comes first.
+bool wait_for(int fd, short events, int ms) {
+  for (int waited = 0; waited < ms; waited += 10) {
+    pollfd p{fd, static_cast<short>(events | POLLIN), 0};
+    if (poll(&p, 1, 10) > 0 && (p.revents & events)) return true;
+  }
+  return false;
+}
+
+void abortive_close(int* fd) {
+  linger l{1, 0};
+  setsockopt(*fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close(*fd);
+  *fd = -1;
+}
+
+int so_error(int fd) {
+  int e = -1;
+  socklen_t len = sizeof e;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 ? e : -1;
+}
+
+struct Result {
+  ssize_t n;
+  int err;
+};
+Result recv_now(int fd, char* buf, size_t len) {
+  errno = 0;
+  ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+  return {n, n < 0 ? errno : 0};
+}
+Result send_now(int fd) {
+  errno = 0;
+  ssize_t n = send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return {n, n < 0 ? errno : 0};
+}
+
+bool case_data_then_reset() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  bool sent = send_str(p.b, "response");
+  abortive_close(&p.b);
+  bool hup = wait_for(p.a, POLLHUP, 3000);
+  char buf[32];
+  Result r1 = recv_now(p.a, buf, sizeof buf);
+  bool data = r1.n == 8 && memcmp(buf, "response", 8) == 0;
+  Result r2 = recv_now(p.a, buf, sizeof buf), r3 = recv_now(p.a, buf, sizeof buf);
+  Result w = send_now(p.a);
+  int e = so_error(p.a);
+  return sent && hup && data && r2.n == -1 && r2.err == ECONNRESET && r3.n == 0 && w.n == -1 && w.err == EPIPE &&
+         e == 0;
+}
+
+bool case_fin_then_reset() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  bool sent = send_str(p.b, "last");
+  shutdown(p.b, SHUT_WR);
+  bool rdhup = wait_for(p.a, POLLRDHUP, 3000);
+  abortive_close(&p.b);
+  bool hup = wait_for(p.a, POLLHUP, 3000);
+  int e = so_error(p.a);  // CLOSE_WAIT when the RST came: EPIPE
+  char buf[32];
+  Result r1 = recv_now(p.a, buf, sizeof buf), r2 = recv_now(p.a, buf, sizeof buf);
+  Result w = send_now(p.a);
+  return sent && rdhup && hup && e == EPIPE && r1.n == 4 && r2.n == 0 && w.n == -1 && w.err == EPIPE;
+}
+
+bool case_reset_reported_once() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  abortive_close(&p.b);
+  bool hup = wait_for(p.a, POLLHUP, 3000);
+  int e1 = so_error(p.a);
+  char buf[8];
+  Result r = recv_now(p.a, buf, sizeof buf);  // reported already: end-of-file
+  Result w = send_now(p.a);
+  int e2 = so_error(p.a);
+  return hup && e1 == ECONNRESET && r.n == 0 && w.n == -1 && w.err == EPIPE && e2 == 0;
 }
 
 std::atomic<int> g_sigpipes{0};
@@ -572,6 +657,9 @@ int main() {
       {"epoll_pwait_pwait2_ppoll_pselect", case_pwait_pwait2_ppoll_pselect},
       {"rdhup_after_peer_shutdown", case_rdhup},
       {"hup_and_econnreset_after_abort", case_reset},
+      {"data_before_reset_is_read_first", case_data_then_reset},
+      {"fin_before_reset_reads_eof_send_epipe", case_fin_then_reset},
+      {"reset_error_reported_once", case_reset_reported_once},
       {"sigpipe_and_msg_nosignal", case_sigpipe},
       {"eintr_without_sa_restart", [] { return eintr_case(false); }},
       {"restart_with_sa_restart", [] { return eintr_case(true); }},
