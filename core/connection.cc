@@ -184,7 +184,7 @@ void Connection::reset_fields() {
   sent_done_ = sent_close_ = sent_abort_ = false;
   peer_done_ = peer_closed_ = false;
   aborted_ = reset_reported_ = tcp_reset_ = link_dead_ = shut_rd_ = app_closed_ = released_ = false;
-  peer_lost_ = linger_abort_ = tcp_gone_ = false;
+  peer_lost_ = linger_abort_ = tcp_gone_ = wrote_after_peer_close_ = false;
   user_fds_.store(1);
   handoff_ = nullptr;
   relayed_ = false;
@@ -437,7 +437,7 @@ uint32_t Connection::bytes_readable() {
 }
 
 int Connection::take_reset_error_locked() {
-  if (reset_reported_ || !(aborted_ || peer_lost_)) return 0;
+  if (reset_reported_ || !(aborted_ || peer_lost_ || wrote_after_peer_close_)) return 0;
   reset_reported_ = true;
   return peer_done_ ? EPIPE : ECONNRESET;
 }
@@ -1035,8 +1035,18 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       if (errno == EPIPE && !(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
       return -1;
     }
+    if (peer_closed_ && !local_write_closed(state_) && !wrote_after_peer_close_ && !reset_reported_ && want > 0) {
+      // As TCP after the peer's close (FIN, its socket gone): this write is
+      // accepted, and the peer's RST that answers it fails the next one
+      // with EPIPE. Nothing may go into the peer's RMB after its C, so the
+      // bytes go nowhere, as they would have.
+      wrote_after_peer_close_ = true;
+      signal_reset_locked();
+      return static_cast<ssize_t>(want);
+    }
     if (local_write_closed(state_) || peer_closed_) {
       if (done) return static_cast<ssize_t>(done);
+      take_reset_error_locked();
       if (!(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
       errno = EPIPE;
       return -1;

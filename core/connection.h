@@ -316,6 +316,9 @@ class Connection {
   // The error a reset leaves pending (ECONNRESET, or EPIPE after the
   // peer's FIN), 0 once reported.
   int take_reset_error_locked();
+  // A write came after the peer's C: TCP's peer would have answered it
+  // with an RST (EPIPE pending, as after a FIN then RST).
+  bool wrote_after_peer_close_ = false;
   bool reset_reported_ = false;
   bool tcp_reset_ = false;         // close the TCP socket with RST
   bool link_dead_ = false;

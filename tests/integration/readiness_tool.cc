@@ -6,7 +6,8 @@
 //   waited on by two threads, epoll_pwait2, ppoll, pselect, EPOLLRDHUP after
 //   the peer's shutdown, EPOLLHUP + ECONNRESET after its abortive close
 //   (bytes before it read first, a FIN before it giving end-of-file, the
-//   error reported once), SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
+//   error reported once; one write accepted after the peer's close),
+//   SIGPIPE vs MSG_NOSIGNAL, EINTR with and without SA_RESTART, SO_ERROR
 //   after a non-blocking connect, several threads writing one connection,
 //   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run), urgent
 //   data (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI, SIGURG), MSG_MORE,
@@ -244,10 +245,13 @@ bool case_reset() {
 // it are read first; then one pending error -- ECONNRESET, or EPIPE when the
 // peer's FIN came first, which recv() does not report (it returns 0) --
 // reported once, by whichever of recv, send and SO_ERROR comes first.
+// Waits until poll shows one of `events` (with data readable, poll returns
+// at once, so the wait is by time, not by calls).
 bool wait_for(int fd, short events, int ms) {
-  for (int waited = 0; waited < ms; waited += 10) {
-    pollfd p{fd, static_cast<short>(events | POLLIN), 0};
-    if (poll(&p, 1, 10) > 0 && (p.revents & events)) return true;
+  for (int waited = 0; waited < ms; waited += 5) {
+    pollfd p{fd, events, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & events)) return true;
+    usleep(5000);
   }
   return false;
 }
@@ -292,8 +296,12 @@ bool case_data_then_reset() {
   Result r2 = recv_now(p.a, buf, sizeof buf), r3 = recv_now(p.a, buf, sizeof buf);
   Result w = send_now(p.a);
   int e = so_error(p.a);
-  return sent && hup && data && r2.n == -1 && r2.err == ECONNRESET && r3.n == 0 && w.n == -1 && w.err == EPIPE &&
-         e == 0;
+  bool ok = sent && hup && data && r2.n == -1 && r2.err == ECONNRESET && r3.n == 0 && w.n == -1 && w.err == EPIPE &&
+            e == 0;
+  if (!ok)
+    printf("  sent=%d hup=%d recv=%zd/%d recv=%zd/%d recv=%zd/%d send=%zd/%d so_error=%d\n", sent, hup, r1.n, r1.err,
+           r2.n, r2.err, r3.n, r3.err, w.n, w.err, e);
+  return ok;
 }
 
 bool case_fin_then_reset() {
@@ -308,7 +316,11 @@ bool case_fin_then_reset() {
   char buf[32];
   Result r1 = recv_now(p.a, buf, sizeof buf), r2 = recv_now(p.a, buf, sizeof buf);
   Result w = send_now(p.a);
-  return sent && rdhup && hup && e == EPIPE && r1.n == 4 && r2.n == 0 && w.n == -1 && w.err == EPIPE;
+  bool ok = sent && rdhup && hup && e == EPIPE && r1.n == 4 && r2.n == 0 && w.n == -1 && w.err == EPIPE;
+  if (!ok)
+    printf("  sent=%d rdhup=%d hup=%d so_error=%d recv=%zd/%d recv=%zd/%d send=%zd/%d\n", sent, rdhup, hup, e, r1.n,
+           r1.err, r2.n, r2.err, w.n, w.err);
+  return ok;
 }
 
 bool case_reset_reported_once() {
@@ -321,7 +333,34 @@ bool case_reset_reported_once() {
   Result r = recv_now(p.a, buf, sizeof buf);  // reported already: end-of-file
   Result w = send_now(p.a);
   int e2 = so_error(p.a);
-  return hup && e1 == ECONNRESET && r.n == 0 && w.n == -1 && w.err == EPIPE && e2 == 0;
+  bool ok = hup && e1 == ECONNRESET && r.n == 0 && w.n == -1 && w.err == EPIPE && e2 == 0;
+  if (!ok)
+    printf("  hup=%d so_error=%d recv=%zd/%d send=%zd/%d so_error=%d\n", hup, e1, r.n, r.err, w.n, w.err, e2);
+  return ok;
+}
+
+// The peer closed (FIN; SMC-R: its C): the next write is still accepted --
+// TCP sends it and the peer's RST answers -- and only the one after fails.
+// HTTP clients that reuse a kept-alive connection the server just closed
+// see exactly this, and retry on the read's end-of-file.
+bool case_write_after_peer_close() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  close(p.b);
+  p.b = -1;
+  bool rdhup = wait_for(p.a, POLLRDHUP, 3000);
+  Result w1 = send_now(p.a);
+  bool hup = wait_for(p.a, POLLHUP, 3000);
+  int e = so_error(p.a);  // the RST came in CLOSE_WAIT: EPIPE, once
+  Result w2 = send_now(p.a);
+  char buf[8];
+  Result r = recv_now(p.a, buf, sizeof buf);
+  int e2 = so_error(p.a);
+  bool ok = rdhup && w1.n == 1 && hup && e == EPIPE && w2.n == -1 && w2.err == EPIPE && r.n == 0 && e2 == 0;
+  if (!ok)
+    printf("  rdhup=%d send=%zd/%d hup=%d so_error=%d send=%zd/%d recv=%zd/%d so_error=%d\n", rdhup, w1.n, w1.err, hup,
+           e, w2.n, w2.err, r.n, r.err, e2);
+  return ok;
 }
 
 std::atomic<int> g_sigpipes{0};
@@ -660,6 +699,7 @@ int main() {
       {"data_before_reset_is_read_first", case_data_then_reset},
       {"fin_before_reset_reads_eof_send_epipe", case_fin_then_reset},
       {"reset_error_reported_once", case_reset_reported_once},
+      {"write_after_peer_close_accepted_once", case_write_after_peer_close},
       {"sigpipe_and_msg_nosignal", case_sigpipe},
       {"eintr_without_sa_restart", [] { return eintr_case(false); }},
       {"restart_with_sa_restart", [] { return eintr_case(true); }},
