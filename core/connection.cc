@@ -445,10 +445,10 @@ int Connection::take_reset_error_locked() {
 int Connection::take_socket_error(int tcp_error) {
   std::lock_guard<Connection> lock(*this);
   if (reset_reported_) return 0;  // TCP: sock_error() clears what it reports
-  int e = take_reset_error_locked();
-  if (e == 0) e = tcp_error;  // the TCP socket's RST got here before the A
-  if (e == ECONNRESET || e == EPIPE) reset_reported_ = true;
-  return e;
+  if (int e = take_reset_error_locked()) return e;
+  // The TCP socket's RST got here before the A: that is the report.
+  if (tcp_error == ECONNRESET || tcp_error == EPIPE) reset_reported_ = true;
+  return tcp_error;
 }
 
 // ---------------------------------------------------------------- urgent data

@@ -73,8 +73,9 @@ run_ctest() {
   banner "ctest: $name ($dir)"
   # The quick benchmark (label bench) runs on its own afterwards, with the
   # machine to itself: its ratios would measure the other tests' load.
+  # CTEST_SELECT: one label filter (ctest keeps only the last -LE given).
   env "$@" ctest --test-dir "$dir" --output-on-failure ${CTEST_SELECT:--j2 -LE bench} --output-junit "$junit" \
-    ${CTEST_EXTRA:-} || rc=$?
+    || rc=$?
   if [ ! -s "$junit" ]; then
     fail_step "ctest $name (no results, rc=$rc)"
     return
@@ -120,7 +121,7 @@ PY
 # live until exit by design); UBSan reports abort the test. The guest suite
 # runs once, from the normal build (it runs redis, which an ASan shim cannot
 # be preloaded into, and each guest boot costs CI minutes).
-[ "$ASAN_OK" = 1 ] && CTEST_EXTRA="-LE guest" run_ctest build-asan "$root/build-asan" \
+[ "$ASAN_OK" = 1 ] && CTEST_SELECT="-j2 -LE bench|guest" run_ctest build-asan "$root/build-asan" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # --- 5. fuzzers -----------------------------------------------------------------
