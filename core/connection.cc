@@ -1430,6 +1430,10 @@ bool Connection::fail_over_locked(cdc::Cursor replay_end) {
   return true;
 }
 
+std::optional<uint32_t> Connection::unread_up_to_locked(const cdc::Cursor& producer) const {
+  return rx_space_.in_range(producer) ? rx_space_.used(producer, rx_cons_) : std::nullopt;
+}
+
 void Connection::process_cdc_locked(const cdc::Message& m) {
   if (released_ || state_ == CloseState::kClosed) return;
   counters().cdc_received.fetch_add(1, std::memory_order_relaxed);
@@ -1458,9 +1462,9 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
     // Bytes the peer wrote before it aborted stay readable (see
     // close_transition): the A may be the only CDC that announces them,
     // having replaced their own in the control page.
-    if (!aborted_ && !peer_done_ && !peer_closed_ && rx_space_.in_range(m.producer)) {
+    if (!aborted_ && !peer_done_ && !peer_closed_) {
       auto old_used = rx_space_.used(rx_prod_, rx_cons_);
-      auto new_used = rx_space_.used(m.producer, rx_cons_);
+      auto new_used = unread_up_to_locked(m.producer);
       if (old_used && new_used && *new_used > *old_used) rx_prod_ = m.producer;
     }
     aborted_ = true;
@@ -1472,7 +1476,7 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
 
   // Producer: may only move forward, and never past our consumer + capacity.
   auto old_used = rx_space_.used(rx_prod_, rx_cons_);
-  auto new_used = rx_space_.in_range(m.producer) ? rx_space_.used(m.producer, rx_cons_) : std::nullopt;
+  auto new_used = unread_up_to_locked(m.producer);
   if (!new_used || *new_used < old_used.value_or(0)) {
     protocol_violation_locked("producer cursor out of range or moving backwards");
     return;

@@ -315,6 +315,9 @@ class Connection {
   bool aborted_ = false;           // reset: calls fail with ECONNRESET once, then EOF/EPIPE
   // The error a reset leaves pending (ECONNRESET, or EPIPE after the
   // peer's FIN), 0 once reported.
+  // Unread bytes if the peer's producer cursor were `producer`; nullopt
+  // when that cursor is outside our RMBE.
+  std::optional<uint32_t> unread_up_to_locked(const cdc::Cursor& producer) const;
   int take_reset_error_locked();
   // A write came after the peer's C: TCP's peer would have answered it
   // with an RST (EPIPE pending, as after a FIN then RST).

@@ -222,16 +222,26 @@ bool case_rdhup() {
   return (ev & EPOLLRDHUP) && n1 == 4 && n2 == 0 && still && peer_got;
 }
 
+void abortive_close(int* fd) {
+  linger l{1, 0};
+  setsockopt(*fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close(*fd);
+  *fd = -1;
+}
+
+int so_error(int fd) {
+  int e = -1;
+  socklen_t len = sizeof e;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 ? e : -1;
+}
+
 bool case_reset() {
   Pair p;
   if (!make_pair(&p)) return false;
   int ep = epoll_create1(0);
   epoll_event e{EPOLLIN | EPOLLRDHUP, {.fd = p.a}};
   epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
-  linger l{1, 0};
-  setsockopt(p.b, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  close(p.b);  // abortive close: RST / CDC A
-  p.b = -1;
+  abortive_close(&p.b);  // RST / CDC A
   uint32_t ev = 0;
   for (int i = 0; i < 30 && !(ev & EPOLLHUP); ++i) wait_events(ep, 100, &ev);
   char buf[4];
@@ -254,19 +264,6 @@ bool wait_for(int fd, short events, int ms) {
     usleep(5000);
   }
   return false;
-}
-
-void abortive_close(int* fd) {
-  linger l{1, 0};
-  setsockopt(*fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  close(*fd);
-  *fd = -1;
-}
-
-int so_error(int fd) {
-  int e = -1;
-  socklen_t len = sizeof e;
-  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 ? e : -1;
 }
 
 struct Result {
@@ -418,13 +415,11 @@ bool eintr_case(bool restart) {
 bool case_so_error_nonblocking_connect() {
   Pair p;
   if (!make_pair(&p, true)) return false;
-  int soerr = -1;
-  socklen_t len = sizeof soerr;
-  bool got = getsockopt(p.a, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0;
+  int soerr = so_error(p.a);  // -1: getsockopt failed
   bool works = send_str(p.a, "nb");
   char b[2];
   bool arrived = recv(p.b, b, 2, MSG_WAITALL) == 2;
-  return got && soerr == 0 && works && arrived;
+  return soerr == 0 && works && arrived;
 }
 
 bool case_threads_writing() {
