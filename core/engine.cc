@@ -29,7 +29,7 @@ namespace smcr {
 
 namespace {
 
-enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp, kDiag, kDevice };
+enum class WatchKind { kWake, kRendezvousListener, kRendezvousHello, kGroup, kTcp, kDiag, kDevice, kStep };
 
 struct Watch {
   WatchKind kind;
@@ -39,6 +39,8 @@ struct Watch {
   int slot = 0;                // kGroup: which of the group's links
   bool watched = true;         // kGroup: still in the epoll set
   DeviceEventReader reader = nullptr;  // kDevice
+  std::function<bool(bool)> step;      // kStep
+  int64_t deadline = 0;                // kStep
 };
 
 // Drains one link of a group; false (and no longer watched) once it failed.
@@ -66,6 +68,7 @@ struct Engine::Impl {
   std::vector<Connection*> timers;  // referenced
   std::map<Connection*, Watch*> tcp_watches;
   std::vector<Watch*> dead_watches;  // freed after the current epoll batch
+  std::set<Watch*> step_watches;     // watch_readable
   bool rendezvous_watched = false;
   std::set<Watch*> watches;
   // Watches that live as long as the process (wake-up, diagnostics,
@@ -234,6 +237,25 @@ void Engine::unwatch_tcp(Connection* c) {
   impl_->tcp_watches.erase(it);
 }
 
+void* Engine::watch_readable(int fd, int64_t deadline_ms, std::function<bool(bool)> step) {
+  auto* w = new Watch{WatchKind::kStep, fd};
+  w->step = std::move(step);
+  w->deadline = deadline_ms;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->step_watches.insert(w);
+  epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
+  return w;
+}
+
+void Engine::end_watch(void* handle) {
+  auto* w = static_cast<Watch*>(handle);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->step_watches.erase(w)) return;  // ended already (the pointer is not touched)
+  epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  impl_->dead_watches.push_back(w);
+}
+
 bool Engine::serve_shm_rendezvous() {
   int fd = ShmRendezvous::instance().listener_fd();
   if (fd < 0) return false;
@@ -258,11 +280,12 @@ void Engine::loop() {
     {
       std::lock_guard<std::mutex> lock(im->mu);
       int64_t now = sys::now_ms();
-      for (Connection* c : im->timers) {
-        int64_t d = c->timer_deadline();
+      auto consider = [&](int64_t d) {
         int left = d <= now ? 0 : static_cast<int>(std::min<int64_t>(d - now, INT32_MAX));
         if (timeout < 0 || left < timeout) timeout = left;
-      }
+      };
+      for (Connection* c : im->timers) consider(c->timer_deadline());
+      for (Watch* w : im->step_watches) consider(w->deadline);
     }
     int n = epoll_wait(im->epfd, events, 64, timeout);
     for (int i = 0; i < n; ++i) {
@@ -309,6 +332,24 @@ void Engine::loop() {
           if (active) w->conn->on_tcp_peer_gone();
           break;
         }
+        case WatchKind::kStep: {
+          {
+            std::lock_guard<std::mutex> lock(im->mu);
+            if (!im->step_watches.count(w)) break;
+          }
+          bool done = w->step(false);
+          std::lock_guard<std::mutex> lock(im->mu);
+          if (!im->step_watches.count(w)) break;  // end_watch'ed during the step
+          if (done) {
+            im->step_watches.erase(w);
+            epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+            im->dead_watches.push_back(w);
+          } else {
+            epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+            epoll_ctl(im->epfd, EPOLL_CTL_MOD, w->fd, &ev);
+          }
+          break;
+        }
         case WatchKind::kGroup: {
           if (!w->watched || w->group->failed()) break;
           drain_link(im->epfd, w, (events[i].events & (EPOLLHUP | EPOLLERR)) != 0);
@@ -335,13 +376,22 @@ void Engine::loop() {
     }
     std::vector<LinkGroup*> adds, retires;
     std::vector<Connection*> due;
-    std::vector<Watch*> dead;
+    std::vector<Watch*> dead, expired;
     {
       std::lock_guard<std::mutex> lock(im->mu);
+      int64_t now = sys::now_ms();
+      for (auto it = im->step_watches.begin(); it != im->step_watches.end();) {
+        if ((*it)->deadline > now) {
+          ++it;
+          continue;
+        }
+        epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
+        expired.push_back(*it);
+        it = im->step_watches.erase(it);
+      }
       dead.swap(im->dead_watches);
       adds.swap(im->add_queue);
       retires.swap(im->retire_queue);
-      int64_t now = sys::now_ms();
       for (auto it = im->timers.begin(); it != im->timers.end();) {
         int64_t d = (*it)->timer_deadline();
         if (d == 0 || d <= now) {
@@ -375,8 +425,12 @@ void Engine::loop() {
       for (Watch* w : group_watches)
         if (w->group == g && w->watched && !g->failed()) drain_link(im->epfd, w, false);
     }
+    for (Watch* w : expired) {
+      w->step(true);
+      delete w;
+    }
     for (Watch* w : dead) {
-      w->conn->unref();
+      if (w->conn) w->conn->unref();
       delete w;
     }
     if (int64_t t = sys::now_ms(); t - last_keepalive >= keepalive_tick_ms()) {

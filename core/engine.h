@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace smcr {
 
@@ -26,6 +27,16 @@ class Engine {
   // socket is closed.
   void watch_tcp(Connection* c, int tcp_fd);
   void unwatch_tcp(Connection* c);
+  // Calls `step(false)` on the engine thread whenever `fd` is readable or
+  // hung up, and `step(true)` once `deadline_ms` (sys::now_ms) has passed
+  // (checked at least every keepalive tick). `step` returns true when it is
+  // done with `fd` (an expired step must); the watch then ends. `fd` must
+  // stay open until then.
+  // Returns a handle for end_watch.
+  void* watch_readable(int fd, int64_t deadline_ms, std::function<bool(bool expired)> step);
+  // Ends a watch_readable watch that has not ended yet (no further step;
+  // `step` is destroyed on the engine thread, after any step in progress).
+  void end_watch(void* handle);
   // Makes sure the shared-memory rendezvous listener is being served.
   bool serve_shm_rendezvous();
 

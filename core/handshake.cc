@@ -4,7 +4,9 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -126,12 +128,12 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
 
 // Reads one whole CLC message from the stream, or leaves the stream untouched
 // when the next bytes are not CLC (so the application still gets them).
-Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr) {
+Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr, bool spin = true) {
   // Usually the whole message is queued at once: one peek shows it. A peer
   // on this host answers within tens of microseconds, less than a sleep
   // and wake-up costs here, so watch for it a while (SMCR_CLC_SPIN_US)
   // before sleeping.
-  const int64_t spin_until = sys::now_ns() + clc_spin_ns();
+  const int64_t spin_until = sys::now_ns() + (spin ? clc_spin_ns() : 0);
   for (;;) {
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
@@ -148,7 +150,7 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     // Part of a message, not CLC, end of stream or an error: the careful
     // path below decides.
     if (n >= 0 || (errno != EAGAIN && errno != EINTR) || sys::now_ns() >= spin_until) break;
-    __builtin_ia32_pause();
+    sched_yield();
   }
   uint8_t head[clc::kHeaderLen];
   size_t got = 0;
@@ -934,6 +936,15 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   clc::AcceptConfirm conf =
       rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
   g->expect_token(conf.rmbe_alert_token);
+  // SMCR_TEST_CONFIRM_DELAY_MS (fault injection for tests, default 0): a
+  // slow or hostile client, so that a test sees the server's accept()
+  // return before the Confirm arrives (HandshakeRequest::may_defer_confirm).
+  static const long confirm_delay_ms = env_long("SMCR_TEST_CONFIRM_DELAY_MS", 0, 0, 60000);
+  if (confirm_delay_ms > 0) {
+    timespec ts{confirm_delay_ms / 1000, (confirm_delay_ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
   if (!send_all(fd, clc::encode(conf), deadline)) {
     g->forget_token(conf.rmbe_alert_token);
     free_conn_rmbs(g, &rmbs);
@@ -1144,33 +1155,81 @@ static std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::
 // Accept F=0 on the group's link with a new RMB announced by CONFIRM RKEY;
 // the Confirm must name the group's link and the client's announced RMB.
 // After our Accept we may no longer Decline (RFC C.3): failures reset.
-static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline) {
+// A subsequent contact whose Accept is sent: what the Confirm completes.
+class PendingConfirm {
+ public:
+  LinkGroup* group = nullptr;  // held (acquire_for_server) until the end
   ConnRmbs rmbs;
-  if (!add_rmb_to_group(g, &rmbs)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
-  clc::AcceptConfirm acc =
-      rmb_message(clc::Type::kAccept, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
-  auto fail = [&](HandshakeOutcome o) {
-    g->forget_token(acc.rmbe_alert_token);
-    free_conn_rmbs(g, &rmbs);
+  uint32_t token = 0;          // our RMBE's alert token, named in the Accept
+  int fd = -1;
+  int64_t deadline = 0;
+
+  // Whatever the end, the group's hold goes; a failed one frees the RMBs.
+  HandshakeOutcome fail(HandshakeOutcome o) {
+    group->forget_token(token);
+    free_conn_rmbs(group, &rmbs);
     return o;
-  };
-  g->expect_token(acc.rmbe_alert_token);
-  if (!send_all(fd, clc::encode(acc), deadline)) return fail(terminate(Fallback::kTimeout, ETIMEDOUT));
+  }
+  // The Confirm (or what came instead) is read: the connection, or why not.
+  HandshakeOutcome complete(Recv r, const std::vector<uint8_t>& msg, const clc::Header& h) {
+    if (r != Recv::kMessage || h.type != clc::Type::kConfirm)
+      return fail(from_unexpected(fd, r, msg, h, deadline, "SMC Confirm"));
+    clc::DecodeError err;
+    auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
+    auto peer_size = conf ? rmb::decode_size(conf->rmbe_size_code) : std::nullopt;
+    if (!conf || !peer_size || conf->qpn != group->remote().qpn || conf->gid != group->remote().gid ||
+        !claim_peer_rmb(group, conf->rmb_rkey, conf->rmb_vaddr, conf->rmbe_index, *peer_size, &rmbs)) {
+      SMCR_LOG(1, "CLC: subsequent-contact Confirm names no RMB or link of the group");
+      return fail(terminate(Fallback::kProtocolError, ECONNRESET));
+    }
+    return establish_on(group, &rmbs, token, conf->rmbe_alert_token, fd, false);
+  }
+};
+
+// On return the group's hold is still ours, unless kPending took it over.
+static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline, bool defer) {
+  auto p = std::make_unique<PendingConfirm>();
+  p->group = g;
+  p->fd = fd;
+  p->deadline = deadline;
+  if (!add_rmb_to_group(g, &p->rmbs)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  clc::AcceptConfirm acc =
+      rmb_message(clc::Type::kAccept, false, g->local(), 0, p->rmbs.local[static_cast<size_t>(g->primary_slot())]);
+  p->token = acc.rmbe_alert_token;
+  g->expect_token(p->token);
+  if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(terminate(Fallback::kTimeout, ETIMEDOUT));
+  if (defer) {
+    HandshakeOutcome o;
+    o.kind = HandshakeOutcome::Kind::kPending;
+    o.pending = p.release();
+    return o;
+  }
   std::vector<uint8_t> msg;
   clc::Header h{};
   Recv r = recv_clc(fd, deadline, &msg, &h);
-  if (r != Recv::kMessage || h.type != clc::Type::kConfirm)
-    return fail(from_unexpected(fd, r, msg, h, deadline, "SMC Confirm"));
-  clc::DecodeError err;
-  auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
-  auto peer_size = conf ? rmb::decode_size(conf->rmbe_size_code) : std::nullopt;
-  if (!conf || !peer_size || conf->qpn != g->remote().qpn || conf->gid != g->remote().gid ||
-      !claim_peer_rmb(g, conf->rmb_rkey, conf->rmb_vaddr, conf->rmbe_index, *peer_size, &rmbs)) {
-    SMCR_LOG(1, "CLC: subsequent-contact Confirm names no RMB or link of the group");
-    return fail(terminate(Fallback::kProtocolError, ECONNRESET));
-  }
-  return establish_on(g, &rmbs, acc.rmbe_alert_token, conf->rmbe_alert_token, fd, false);
+  return p->complete(r, msg, h);
 }
+
+bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutcome* out) {
+  p->fd = tcp_fd;
+  std::vector<uint8_t> msg;
+  clc::Header h{};
+  Recv r = recv_clc(p->fd, 0, &msg, &h, false);
+  if (r == Recv::kTimeout && now_ms < p->deadline) return false;
+  HandshakeOutcome o = p->complete(r, msg, h);
+  if (o.kind != HandshakeOutcome::Kind::kSmc && o.kind != HandshakeOutcome::Kind::kTerminate) {
+    // A Decline or plain bytes where the Confirm belongs: the application
+    // already holds the connection as SMC-R, so it cannot become TCP.
+    SMCR_LOG(1, "CLC: no Confirm after our Accept: connection reset (the application already holds it)");
+    o = terminate(o.reason, ECONNRESET);
+  }
+  p->group->release_hold();
+  delete p;
+  *out = o;
+  return true;
+}
+
+int64_t confirm_deadline(const PendingConfirm* p) { return p->deadline; }
 
 HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const HandshakeConfig& cfg = handshake_config();
@@ -1197,8 +1256,8 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   bool shm = shm_gid_is_local(prop->gid);
   // Subsequent contact (RFC 3.5.2): a live group with this client.
   if (LinkGroup* g = LinkGroup::acquire_for_server(prop->peer_id, shm)) {
-    HandshakeOutcome o = server_subsequent_contact(fd, g, deadline);
-    g->release_hold();
+    HandshakeOutcome o = server_subsequent_contact(fd, g, deadline, request.may_defer_confirm);
+    if (o.kind != HandshakeOutcome::Kind::kPending) g->release_hold();
     return o;
   }
   FabricSetup fs;

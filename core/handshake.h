@@ -15,9 +15,14 @@ namespace smcr {
 
 class Connection;
 
+class PendingConfirm;
+
 struct HandshakeOutcome {
-  enum class Kind { kSmc, kFallback, kTerminate } kind = Kind::kFallback;
+  // kPending (server, only when HandshakeRequest::may_defer_confirm): the
+  // Accept is sent; `pending` finishes the handshake (finish_confirm).
+  enum class Kind { kSmc, kFallback, kTerminate, kPending } kind = Kind::kFallback;
   Connection* conn = nullptr;
+  PendingConfirm* pending = nullptr;
   Fallback reason = Fallback::kInternal;
   uint32_t diagnosis = 0;  // the Decline code sent or received
   int error = 0;           // errno for kTerminate
@@ -42,10 +47,26 @@ struct HandshakeRequest {
   // Our RMB's size in bytes, rounded up to an RFC size (16 KiB..512 KiB), as
   // the application's SO_RCVBUF asked; 0: SMCR_RMB_SIZE or the default.
   uint32_t rmb_size = 0;
+  // Server only. true: on a subsequent contact, return kPending once the
+  // Accept is sent instead of waiting for the client's Confirm, so that
+  // accept() does not hold the application for a round trip through the
+  // client. Whoever finishes it can no longer fall back to TCP (the
+  // application holds the readiness socket): a Confirm that does not come,
+  // or a Decline in its place, ends in kTerminate.
+  bool may_defer_confirm = false;
 };
 
 HandshakeOutcome clc_client(int tcp_fd, const HandshakeRequest& req = {});
 HandshakeOutcome clc_server(int tcp_fd, const HandshakeRequest& req = {});
+
+// A deferred Confirm (HandshakeOutcome::kPending). Never blocks: reads the
+// Confirm if the whole of it is queued on `tcp_fd` (the connection's TCP
+// socket, wherever it sits now). Returns false while it is not and `now_ms`
+// is before the CLC deadline; otherwise true with *out kSmc or kTerminate,
+// and `p` is gone. One caller at a time.
+bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutcome* out);
+// The CLC deadline (sys::now_ms() clock) of a deferred Confirm.
+int64_t confirm_deadline(const PendingConfirm* p);
 
 // The RMB size for a request: its own, else the configured one.
 uint32_t rmb_size_for(const HandshakeRequest& req);

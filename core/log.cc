@@ -128,6 +128,8 @@ std::string format_counters() {
   put("lgr_reused", c.lgr_reused.load());
   put("rmb_pooled", c.rmb_pooled.load());
   put("rmb_reused", c.rmb_reused.load());
+  put("confirm_deferred", c.confirm_deferred.load());
+  put("confirm_waits", c.confirm_waits.load());
   put("aborts", c.aborts.load());
   put("handovers", c.handovers.load());
   put("link_send_errors", c.link_send_errors.load());

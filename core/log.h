@@ -53,6 +53,8 @@ struct Counters {
   std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
   std::atomic<uint64_t> rmb_pooled{0};     // RMBs kept by their group after an orderly close
   std::atomic<uint64_t> rmb_reused{0};     // subsequent contacts on a pooled RMB (no memfd, no CONFIRM RKEY)
+  std::atomic<uint64_t> confirm_deferred{0};  // accept()s that returned before the client's Confirm was read
+  std::atomic<uint64_t> confirm_waits{0};     // application calls that waited for such a Confirm
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> link_send_errors{0};

@@ -16,6 +16,7 @@ enum FdKind : uint8_t {
   kFdSmcListener = 2,  // listener opted in to SMC-R
   kFdListenerNoBpf = 3,  // listener that could not opt in: the eBPF program is not loaded
   kFdPolicyListener = 4,  // listener the operator's policy keeps on TCP
+  kFdAccepting = 5,    // accepted as SMC-R, the Confirm maybe not read yet (preload/takeover.h)
 };
 
 class FdTable {

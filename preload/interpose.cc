@@ -35,6 +35,7 @@
 #include "core/policy.h"
 #include "core/sys.h"
 #include "preload/fd_table.h"
+#include "preload/takeover.h"
 
 using smcr::Connection;
 using smcr::preload::FdTable;
@@ -51,6 +52,9 @@ FdTable& fd_table() {
 namespace {
 
 using smcr::preload::fd_table;
+using smcr::preload::Reserved;
+using smcr::preload::install;
+using smcr::preload::kNotIo;
 
 template <typename F>
 F resolve(const char* name) {
@@ -121,9 +125,14 @@ bool enabled() {
 // Holds a referenced connection for the duration of one call. A connection
 // inherited from the parent and handed over to us (core/handoff.h) is none:
 // the descriptor is a plain stream socket now.
+// `io_flags`: a data call's MSG_* flags (smcr::preload::await_accepting);
+// such a call returns -1 at once when refuse() says so.
 struct ConnRef {
   Connection* c;
-  explicit ConnRef(int fd) : c(fd_table().get(fd)) {
+  int refused = 0;
+  explicit ConnRef(int fd, int io_flags = kNotIo) : c(fd_table().get(fd)) {
+    if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting)
+      c = smcr::preload::await_accepting(fd, io_flags, &refused);
     if (c && c->foreign() && c->handed_over()) {
       c->unref();
       c = nullptr;
@@ -134,47 +143,12 @@ struct ConnRef {
   }
   explicit operator bool() const { return c != nullptr; }
   Connection* operator->() const { return c; }
-};
-
-// What taking over an fd needs, reserved before the CLC handshake commits to
-// SMC-R: the readiness socketpair and a second number for the TCP socket.
-// Without them (EMFILE) we Decline up front and stay on TCP.
-struct Reserved {
-  int app_end = -1, engine_end = -1, tcp = -1;
-  bool ok() const { return tcp >= 0; }
-  void release() {
-    for (int fd : {app_end, engine_end, tcp})
-      if (fd >= 0) smcr::sys::close(fd);
-    app_end = engine_end = tcp = -1;
+  bool refuse() const {
+    if (!refused) return false;
+    errno = refused;
+    return true;
   }
 };
-
-Reserved reserve(int fd) {
-  Reserved r;
-  if (!Connection::make_readiness_pair(&r.app_end, &r.engine_end)) return r;
-  r.tcp = smcr::sys::hide_fd(smcr::sys::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (r.tcp < 0) r.release();
-  return r;
-}
-
-// Replaces the TCP socket at `fd` with the readiness socket of `c`; the TCP
-// socket lives on at the reserved number (it still carries FIN/RST).
-void install(int fd, Connection* c, const Reserved& r) {
-  int status = smcr::sys::fcntl(fd, F_GETFL);
-  int fdflags = smcr::sys::fcntl(fd, F_GETFD);
-  if (status & O_NONBLOCK) smcr::sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
-  c->set_tcp_fd(r.tcp);
-  // Set before connect() (or on the listener, which accepted sockets inherit).
-  int inline_oob = 0;
-  socklen_t ilen = sizeof inline_oob;
-  if (smcr::sys::getsockopt(r.tcp, SOL_SOCKET, SO_OOBINLINE, &inline_oob, &ilen) == 0 && inline_oob)
-    c->set_oob_inline(true);
-  smcr::Engine::get().watch_tcp(c, r.tcp);
-  c->attach_fds(r.app_end, r.engine_end, status & O_NONBLOCK);
-  Connection* old = fd_table().set(fd, c);
-  if (old) old->unref();
-  smcr::sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-}
 
 // Makes `fd` fail like a reset TCP connection: RST to the peer, and the
 // number holds an unconnected socket the application will close.
@@ -245,15 +219,19 @@ int after_tcp_established(int fd, bool client, bool allowed = true) {
     SMCR_LOG(1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));
     return 0;
   }
-  Reserved res = reserve(fd);
+  Reserved res = smcr::preload::reserve(fd);
   smcr::preload::FdTable::BufferRequest bufs = fd_table().buffers(fd);
   smcr::HandshakeRequest req;
   req.have_resources = res.ok();
   req.allowed = allowed;
   req.rmb_size = bufs.rcvbuf;
+  req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();
   smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);
-  if (o.kind != smcr::HandshakeOutcome::Kind::kSmc) res.release();
+  if (o.kind != smcr::HandshakeOutcome::Kind::kSmc && o.kind != smcr::HandshakeOutcome::Kind::kPending) res.release();
   switch (o.kind) {
+    case smcr::HandshakeOutcome::Kind::kPending:
+      smcr::preload::start_accepting(fd, o.pending, res, bufs.sndbuf);
+      return 0;
     case smcr::HandshakeOutcome::Kind::kSmc:
       if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
       install(fd, o.conn, res);
@@ -412,6 +390,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 
 int close(int fd) {
   REAL(close);
+  if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);
     close_smc_fd(fd, c, real_close);
@@ -430,21 +409,24 @@ int shutdown(int fd, int how) {
 
 ssize_t read(int fd, void* buf, size_t n) {
   REAL(read);
-  ConnRef c(fd);
+  ConnRef c(fd, 0);
+  if (c.refuse()) return -1;
   if (!c) return real_read(fd, buf, n);
   return smc_recv(c.c, buf, n, 0);
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
   REAL(write);
-  ConnRef c(fd);
+  ConnRef c(fd, 0);
+  if (c.refuse()) return -1;
   if (!c) return real_write(fd, buf, n);
   return smc_send(c.c, buf, n, 0);
 }
 
 ssize_t readv(int fd, const struct iovec* iov, int cnt) {
   REAL(readv);
-  ConnRef c(fd);
+  ConnRef c(fd, 0);
+  if (c.refuse()) return -1;
   if (!c) return real_readv(fd, iov, cnt);
   if (cnt < 0 || cnt > IOV_MAX) {
     errno = EINVAL;
@@ -455,7 +437,8 @@ ssize_t readv(int fd, const struct iovec* iov, int cnt) {
 
 ssize_t writev(int fd, const struct iovec* iov, int cnt) {
   REAL(writev);
-  ConnRef c(fd);
+  ConnRef c(fd, 0);
+  if (c.refuse()) return -1;
   if (!c) return real_writev(fd, iov, cnt);
   if (cnt < 0 || cnt > IOV_MAX) {
     errno = EINVAL;
@@ -466,21 +449,24 @@ ssize_t writev(int fd, const struct iovec* iov, int cnt) {
 
 ssize_t recv(int fd, void* buf, size_t n, int flags) {
   REAL(recv);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_recv(fd, buf, n, flags);
   return smc_recv(c.c, buf, n, flags);
 }
 
 ssize_t send(int fd, const void* buf, size_t n, int flags) {
   REAL(send);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_send(fd, buf, n, flags);
   return smc_send(c.c, buf, n, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, socklen_t* alen) {
   REAL(recvfrom);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_recvfrom(fd, buf, n, flags, addr, alen);
   ssize_t r = smc_recv(c.c, buf, n, flags);
   if (r >= 0 && alen) *alen = 0;  // TCP reports no source address
@@ -489,14 +475,16 @@ ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, 
 
 ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t alen) {
   REAL(sendto);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_sendto(fd, buf, n, flags, addr, alen);
   return smc_send(c.c, buf, n, flags);  // a connected TCP socket ignores the address
 }
 
 ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
   REAL(recvmsg);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_recvmsg(fd, m, flags);
   if (m->msg_iovlen > IOV_MAX) {
     errno = EMSGSIZE;
@@ -513,7 +501,8 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
 
 ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   REAL(sendmsg);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_sendmsg(fd, m, flags);
   if (m->msg_iovlen > IOV_MAX) {
     errno = EMSGSIZE;
@@ -667,6 +656,10 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 // parent too (its relayed stream socket has AF_UNIX addresses).
 static int tcp_fd_for_addresses(int fd) {
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
+  if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    int ignored;
+    c = smcr::preload::await_accepting(fd, kNotIo, &ignored);
+  }
   if (!c) return fd;
   int tcp = c->tcp_fd();
   c->unref();
@@ -704,6 +697,8 @@ int dup3(int oldfd, int newfd, int flags) {
   }
   ConnRef c(oldfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
+  if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
+    smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
   if (Connection* victim = fd_table().take(newfd)) {
     fd_table().set_kind(newfd, smcr::preload::kFdUnknown);
     if (victim->drop_user_fd()) victim->app_close(false);
@@ -760,7 +755,8 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
     errno = EINVAL;
     return -1;
   }
-  ConnRef c(out_fd);
+  ConnRef c(out_fd, 0);
+  if (c.refuse()) return -1;
   if (!c) return real_sendfile(out_fd, in_fd, offset, count);
   char buf[kCopyChunk];
   size_t done = 0;
@@ -797,7 +793,9 @@ ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
 
 ssize_t splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t len, unsigned int flags) {
   REAL(splice);
-  ConnRef in(fd_in), out(fd_out);
+  int io = (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0;
+  ConnRef in(fd_in, io), out(fd_out, io);
+  if (in.refuse() || out.refuse()) return -1;
   if (!in && !out) return real_splice(fd_in, off_in, fd_out, off_out, len, flags);
   if (in && out) {  // one end must be a pipe
     errno = EINVAL;
@@ -843,7 +841,8 @@ ssize_t splice(int fd_in, loff_t* off_in, int fd_out, loff_t* off_out, size_t le
 
 int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct timespec* timeout) {
   REAL(recvmmsg);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_recvmmsg(fd, msgs, vlen, flags, timeout);
   // A stream socket fills one message after the other, as the kernel does
   // for TCP (the timeout is checked only between messages there too).
@@ -863,7 +862,8 @@ int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
 
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   REAL(sendmmsg);
-  ConnRef c(fd);
+  ConnRef c(fd, flags);
+  if (c.refuse()) return -1;
   if (!c) return real_sendmmsg(fd, msgs, vlen, flags);
   unsigned int sent = 0;
   for (; sent < vlen; ++sent) {
@@ -886,6 +886,7 @@ int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
 // that are not the peer's.
 namespace {
 void prepare_exec() {
+  smcr::preload::settle_all_accepting();
   fd_table().for_each_conn([](int fd) {
     Connection* c = fd_table().get(fd);
     if (!c) return;

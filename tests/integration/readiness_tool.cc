@@ -12,7 +12,9 @@
 //   SO_RCVBUF / SO_SNDBUF (RMB size and send window under smc_run), urgent
 //   data (MSG_OOB, SIOCATMARK, SO_OOBINLINE, POLLPRI, SIGURG), MSG_MORE,
 //   TCP_CORK, TCP_NODELAY, a v4-mapped address on a dual-stack listener,
-//   SIOCINQ/SIOCOUTQ, epoll_pwait, threads reading and writing one connection.
+//   SIOCINQ/SIOCOUTQ, epoll_pwait, threads reading and writing one connection,
+//   and an accepted socket used at once (closed, dup2'ed over, non-blocking
+//   readiness, options, addresses and a first write).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -24,6 +26,7 @@
 #include <linux/sockios.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -664,6 +668,122 @@ bool case_threads_reading_and_writing() {
   return ok;
 }
 
+// Right after accept() -- under smc_run possibly before the server has read
+// the client's Confirm (preload/takeover.h) -- the accepted socket must
+// already behave as a TCP socket would.
+bool accept_then(int accept_flags, const std::function<void(int)>& right_after, Pair* p) {
+  int b = -1;
+  std::thread acc([&] {
+    b = accept4(g_listener, nullptr, nullptr, accept_flags);
+    if (b >= 0) right_after(b);
+  });
+  int a = socket(AF_INET, SOCK_STREAM, 0);
+  int rc = connect(a, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr);
+  acc.join();
+  p->a = a;
+  p->b = b;
+  return a >= 0 && b >= 0 && rc == 0;
+}
+
+// A server that closes what it accepted at once: the client reads EOF.
+bool case_close_right_after_accept() {
+  Pair p;
+  bool made = accept_then(0, [](int b) { close(b); }, &p);
+  p.b = -1;
+  pollfd pf{p.a, POLLIN, 0};
+  char c;
+  bool eof = made && poll(&pf, 1, 5000) == 1 && recv(p.a, &c, 1, 0) == 0;
+  return eof;
+}
+
+// dup2() over a fresh accepted socket closes it: the client reads EOF.
+bool case_dup2_over_fresh_accept() {
+  Pair p;
+  bool made = accept_then(0, [](int b) {
+    int other = socket(AF_INET, SOCK_STREAM, 0);
+    dup2(other, b);
+    close(other);
+  }, &p);
+  pollfd pf{p.a, POLLIN, 0};
+  char c;
+  return made && poll(&pf, 1, 5000) == 1 && recv(p.a, &c, 1, 0) == 0;
+}
+
+// A non-blocking accepted socket: EAGAIN before data, EPOLLOUT (edge
+// triggered, registered at once) and then EPOLLIN when the client writes.
+bool case_fresh_accept_nonblocking_readiness() {
+  Pair p;
+  int ep = epoll_create1(0);
+  ssize_t early = 0;
+  int early_errno = 0;
+  bool made = accept_then(SOCK_NONBLOCK, [&](int b) {
+    epoll_event e{EPOLLIN | EPOLLOUT | EPOLLET, {.fd = b}};
+    epoll_ctl(ep, EPOLL_CTL_ADD, b, &e);
+    char c;
+    early = recv(b, &c, 1, 0);
+    early_errno = errno;
+  }, &p);
+  uint32_t ev = 0;
+  bool writable = made && wait_events(ep, 2000, &ev) == 1 && (ev & EPOLLOUT);
+  send_str(p.a, "hi");
+  bool readable = false;
+  for (int i = 0; i < 2 && !readable; ++i) readable = wait_events(ep, 2000, &ev) == 1 && (ev & EPOLLIN);
+  char buf[8];
+  ssize_t n = recv(p.b, buf, sizeof buf, 0);
+  close(ep);
+  return early == -1 && early_errno == EAGAIN && writable && readable && n == 2 && memcmp(buf, "hi", 2) == 0;
+}
+
+// A blocking accepted socket used at once: options, addresses and a write.
+bool case_fresh_accept_used_at_once() {
+  Pair p;
+  bool opts = false, names = false, wrote = false;
+  bool made = accept_then(0, [&](int b) {
+    int one = 1;
+    opts = setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
+    sockaddr_in local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    names = getsockname(b, reinterpret_cast<sockaddr*>(&local), &ll) == 0 && local.sin_family == AF_INET &&
+            getpeername(b, reinterpret_cast<sockaddr*>(&peer), &pl) == 0 && peer.sin_family == AF_INET;
+    wrote = send_str(b, "banner");
+  }, &p);
+  char buf[16] = {};
+  pollfd pf{p.a, POLLIN, 0};
+  ssize_t n = made && poll(&pf, 1, 5000) == 1 ? recv(p.a, buf, sizeof buf, 0) : -1;
+  return opts && names && wrote && n == 6 && memcmp(buf, "banner", 6) == 0;
+}
+
+// Only with READINESS_LATE_CONFIRM=1, under smc_run with
+// SMCR_TEST_CONFIRM_DELAY_MS above the server's SMCR_CLC_TIMEOUT_MS (a
+// client that sends its Confirm too late): accept() still returns at once,
+// the server's read fails with ECONNRESET when its CLC deadline passes, and
+// the client is not left hanging.
+bool case_late_confirm_resets() {
+  auto now_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+  };
+  Pair first;  // a first contact: the client delays only later Confirms
+  if (!make_pair(&first)) return false;
+  long t0 = now_ms(), accepted_after = -1;
+  ssize_t got = 0;
+  int got_errno = 0;
+  Pair p;
+  bool made = accept_then(0, [&](int b) {
+    accepted_after = now_ms() - t0;
+    char c;
+    got = recv(b, &c, 1, 0);
+    got_errno = errno;
+  }, &p);
+  pollfd pf{p.a, POLLIN, 0};
+  char c;
+  bool client_ends = made && poll(&pf, 1, 10000) == 1 && recv(p.a, &c, 1, MSG_DONTWAIT) <= 0;
+  printf("late_confirm: accepted_after_ms=%ld server_recv=%zd errno=%d client_ends=%d\n", accepted_after, got,
+         got_errno, client_ends ? 1 : 0);
+  return made && accepted_after >= 0 && accepted_after < 900 && got == -1 && got_errno == ECONNRESET && client_ends;
+}
+
 }  // namespace
 
 int main() {
@@ -705,9 +825,24 @@ int main() {
       {"cork_more_nodelay_mapped", case_cork_more_nodelay_mapped},
       {"ioctl_siocinq_siocoutq", case_ioctl_inq_outq},
       {"threads_reading_and_writing", case_threads_reading_and_writing},
+      {"close_right_after_accept", case_close_right_after_accept},
+      {"dup2_over_fresh_accept", case_dup2_over_fresh_accept},
+      {"fresh_accept_nonblocking_readiness", case_fresh_accept_nonblocking_readiness},
+      {"fresh_accept_used_at_once", case_fresh_accept_used_at_once},
   };
-  for (const Case& c : cases)
-    if (!g_only || strcmp(g_only, c.name) == 0) report(c.name, c.run());
+  // READINESS_ONLY: a comma-separated list of cases.
+  auto selected = [](const char* name) {
+    if (!g_only) return true;
+    std::string list = std::string(",") + g_only + ",";
+    return list.find(std::string(",") + name + ",") != std::string::npos;
+  };
+  const char* late = getenv("READINESS_LATE_CONFIRM");
+  if (late && strcmp(late, "1") == 0) {
+    report("late_confirm_resets", case_late_confirm_resets());
+  } else {
+    for (const Case& c : cases)
+      if (selected(c.name)) report(c.name, c.run());
+  }
   printf("fails=%d\n", g_fails);
   return g_fails == 0 ? 0 : 1;
 }

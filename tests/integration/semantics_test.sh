@@ -87,4 +87,26 @@ for name in $(sed -n 's/^case=\([^ ]*\) .*/\1/p' <<<"$RPLAIN"); do
 done
 check "readiness: its connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
   [ "$(stat_sum smc_active)" -ge 20 -a "$(stat_sum smc_active)" = "$(stat_sum smc_passive)" ]
+
+# accept() returns once the server's Accept is sent (preload/takeover.h): an
+# accepted socket used before the client's Confirm has been read must behave
+# as over TCP. The client (same process) sends its Confirm 300 ms late.
+LATE=epoll_et,close_right_after_accept,dup2_over_fresh_accept,fresh_accept_nonblocking_readiness,fresh_accept_used_at_once
+reset_stats
+RLATE=$(SMCR_TEST_CONFIRM_DELAY_MS=300 READINESS_ONLY=$LATE under_smc timeout 60 "$R" 2>&1)
+log "readiness, Confirm 300 ms late: $(tr '\n' ' ' <<<"$RLATE")"
+for name in ${LATE//,/ }; do
+  check "SMC-R, Confirm 300 ms late: $name" grep -q "^case=$name ok=1" <<<"$RLATE"
+done
+check "those accept()s returned before the Confirm ($(stat_sum confirm_deferred) deferred, $(stat_sum confirm_waits) calls waited for one)" \
+  [ "$(stat_sum confirm_deferred)" -ge 4 -a "$(stat_sum confirm_waits)" -ge 1 -a "$(stat_sum smc_passive)" = 5 ]
+# A client whose Confirm comes after the server's CLC deadline (a hostile or
+# stuck peer): accept() returned at once, the server's read fails with
+# ECONNRESET at the deadline, and the client's connection ends too.
+reset_stats
+RHOST=$(SMCR_TEST_CONFIRM_DELAY_MS=2500 SMCR_CLC_TIMEOUT_MS=1000 READINESS_LATE_CONFIRM=1 under_smc timeout 60 "$R" 2>&1)
+log "readiness, Confirm too late: $(tr '\n' ' ' <<<"$RHOST")"
+check "Confirm after the server's deadline: accept() at once, ECONNRESET at the deadline, the client ends too" \
+  grep -q "^case=late_confirm_resets ok=1" <<<"$RHOST"
+check "... counted as a CLC timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
 finish

@@ -1,0 +1,268 @@
+#include "preload/takeover.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "core/sys.h"
+
+namespace smcr::preload {
+
+void Reserved::release() {
+  for (int fd : {app_end, engine_end, tcp})
+    if (fd >= 0) sys::close(fd);
+  app_end = engine_end = tcp = -1;
+}
+
+Reserved reserve(int fd) {
+  Reserved r;
+  if (!Connection::make_readiness_pair(&r.app_end, &r.engine_end)) return r;
+  r.tcp = sys::hide_fd(sys::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (r.tcp < 0) r.release();
+  return r;
+}
+
+namespace {
+
+// Gives `c` the TCP socket and both readiness ends of `r`.
+void attach(Connection* c, const Reserved& r, bool nonblocking) {
+  c->set_tcp_fd(r.tcp);
+  // Set before connect() (or on the listener, which accepted sockets inherit).
+  int inline_oob = 0;
+  socklen_t ilen = sizeof inline_oob;
+  if (sys::getsockopt(r.tcp, SOL_SOCKET, SO_OOBINLINE, &inline_oob, &ilen) == 0 && inline_oob)
+    c->set_oob_inline(true);
+  Engine::get().watch_tcp(c, r.tcp);
+  c->attach_fds(r.app_end, r.engine_end, nonblocking);
+}
+
+}  // namespace
+
+void install(int fd, Connection* c, const Reserved& r) {
+  int status = sys::fcntl(fd, F_GETFL);
+  int fdflags = sys::fcntl(fd, F_GETFD);
+  if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
+  attach(c, r, status & O_NONBLOCK);
+  Connection* old = fd_table().set(fd, c);
+  if (old) old->unref();
+  sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+}
+
+bool defer_confirm_enabled() {
+  static const bool on = env_long("SMCR_DEFER_CONFIRM", 1, 0, 1) != 0;
+  return on;
+}
+
+namespace {
+
+// One accept() whose Confirm has not been read yet. Shared by the registry
+// (until it ends, or until the application closes a failed one), the
+// engine's watch and any application thread waiting on it.
+struct Accepting {
+  std::mutex mu;
+  enum State { kWaiting, kDone, kFailed, kClosed } state = kWaiting;
+  int fd = -1;                        // the application's number
+  Reserved res;                       // the connection's once kDone
+  int watch_fd = -1;                  // the engine's duplicate of res.tcp
+  void* watch = nullptr;              // Engine::watch_readable, until it ends
+  uint32_t sndbuf = 0;
+  PendingConfirm* handshake = nullptr;  // while kWaiting
+  bool error_reported = false;        // kFailed: ECONNRESET was returned once
+
+  ~Accepting() {
+    if (res.tcp >= 0) {
+      linger l{1, 0};  // a failed handshake: RST, as the client's side expects
+      sys::setsockopt(res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    res.release();
+    if (watch_fd >= 0) sys::close(watch_fd);
+  }
+};
+
+std::mutex g_registry_mu;  // taken after an Accepting's mu, never before
+std::unordered_map<int, std::shared_ptr<Accepting>>& registry() {
+  static auto* m = new std::unordered_map<int, std::shared_ptr<Accepting>>();
+  return *m;
+}
+
+std::shared_ptr<Accepting> find(int fd) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = registry().find(fd);
+  return it == registry().end() ? nullptr : it->second;
+}
+
+void unregister_locked(Accepting* a) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = registry().find(a->fd);
+  if (it != registry().end() && it->second.get() == a) registry().erase(it);
+}
+
+// Fills the app end's tiny send buffer: no POLLOUT before the connection
+// exists (the connection's writer does the same when the peer's window is full).
+void hold_writable(int app_end) {
+  static char junk[16384];
+  while (sys::send(app_end, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+  }
+}
+
+void release_writable(int engine_end) {
+  char buf[16384];
+  while (sys::recv(engine_end, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+}
+
+// Tries to finish the handshake (a.mu held). True once it has ended.
+bool step_locked(Accepting* a, bool expired) {
+  if (!a->handshake) return true;
+  HandshakeOutcome o;
+  if (!finish_confirm(a->handshake, a->res.tcp, expired ? INT64_MAX : sys::now_ms(), &o)) return false;
+  a->handshake = nullptr;
+  if (a->watch) Engine::get().end_watch(a->watch);
+  a->watch = nullptr;
+  if (o.kind == HandshakeOutcome::Kind::kSmc) {
+    Connection* c = o.conn;
+    if (a->sndbuf) c->set_send_limit(a->sndbuf);
+    release_writable(a->res.engine_end);
+    attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0);
+    a->res = Reserved{};  // the connection's now
+    if (a->state == Accepting::kClosed) {
+      // The application closed the number before the Confirm came.
+      if (c->drop_user_fd()) c->app_close(false);
+      else c->unref();
+    } else {
+      Connection* old = fd_table().set(a->fd, c);
+      if (old) old->unref();
+      a->state = Accepting::kDone;
+      unregister_locked(a);
+    }
+    return true;
+  }
+  count_fallback(o.reason);
+  SMCR_LOG(1, "fd %d: connection reset after accept() (%s)", a->fd, fallback_name(o.reason));
+  // The application sees a reset socket: hung up, ECONNRESET once.
+  sys::shutdown(a->res.engine_end, SHUT_RDWR);
+  linger l{1, 0};
+  sys::setsockopt(a->res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  sys::shutdown(a->res.tcp, SHUT_RDWR);
+  if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
+  return true;
+}
+
+}  // namespace
+
+void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf) {
+  counters().confirm_deferred.fetch_add(1, std::memory_order_relaxed);
+  auto a = std::make_shared<Accepting>();
+  a->fd = fd;
+  a->res = r;
+  a->sndbuf = sndbuf;
+  a->handshake = handshake;
+  int status = sys::fcntl(fd, F_GETFL);
+  int fdflags = sys::fcntl(fd, F_GETFD);
+  if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
+  hold_writable(r.app_end);
+  a->watch_fd = sys::hide_fd(sys::fcntl(r.tcp, F_DUPFD_CLOEXEC, 0));
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    registry()[fd] = a;
+  }
+  fd_table().set_kind(fd, kFdAccepting);
+  sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+  if (a->watch_fd < 0) {  // no descriptor for the engine's watch: finish here
+    int ignored;
+    if (Connection* c = await_accepting(fd, kNotIo, &ignored)) c->unref();
+    return;
+  }
+  // A separate number: the connection's own watch_tcp registers res.tcp
+  // in the same epoll set before this watch ends.
+  std::lock_guard<std::mutex> lock(a->mu);
+  a->watch = Engine::get().watch_readable(a->watch_fd, confirm_deadline(handshake), [a](bool expired) {
+    std::lock_guard<std::mutex> step_lock(a->mu);
+    return step_locked(a.get(), expired);
+  });
+}
+
+Connection* await_accepting(int fd, int io_flags, int* refused_errno) {
+  *refused_errno = 0;
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return fd_table().get(fd);  // it ended meanwhile
+  bool nonblocking = io_flags != kNotIo && ((io_flags & MSG_DONTWAIT) || (sys::fcntl(fd, F_GETFL) & O_NONBLOCK));
+  bool waited = false;
+  for (;;) {
+    int64_t deadline;
+    {
+      std::lock_guard<std::mutex> lock(a->mu);
+      if (a->state == Accepting::kWaiting) step_locked(a.get(), false);
+      switch (a->state) {
+        case Accepting::kDone:
+          return fd_table().get(fd);
+        case Accepting::kFailed:
+          if (io_flags != kNotIo && !a->error_reported) {
+            a->error_reported = true;
+            *refused_errno = ECONNRESET;
+          }
+          return nullptr;
+        case Accepting::kClosed:
+          return nullptr;
+        case Accepting::kWaiting:
+          break;
+      }
+      if (nonblocking) {
+        *refused_errno = EAGAIN;
+        return nullptr;
+      }
+      deadline = confirm_deadline(a->handshake);
+      if (!waited) counters().confirm_waits.fetch_add(1, std::memory_order_relaxed);
+      waited = true;
+    }
+    // The Confirm arriving, or whoever read it finishing: that makes the
+    // readiness socket at `fd` writable (or hung up). res.tcp stays open
+    // while `a` lives.
+    pollfd p[2] = {{a->res.tcp, POLLIN | POLLRDHUP, 0}, {fd, POLLOUT, 0}};
+    int64_t left = deadline - sys::now_ms();
+    sys::poll(p, 2, static_cast<int>(std::clamp<int64_t>(left, 0, 50)));
+  }
+}
+
+bool close_accepting(int fd, int (*close_number)(int)) {
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return false;
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (a->state == Accepting::kDone || a->state == Accepting::kClosed) return false;
+  a->state = Accepting::kClosed;  // a waiting handshake closes its connection when it ends
+  unregister_locked(a.get());
+  fd_table().set_kind(fd, kFdUnknown);
+  close_number(fd);
+  return true;
+}
+
+void settle_all_accepting() {
+  std::vector<int> fds;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    for (auto& [fd, a] : registry()) fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    int ignored;
+    if (Connection* c = await_accepting(fd, kNotIo, &ignored)) c->unref();
+  }
+}
+
+namespace {
+// A forked child could not finish an accept its parent's engine is finishing.
+[[maybe_unused]] const int g_atfork = pthread_atfork(settle_all_accepting, nullptr, nullptr);
+}  // namespace
+
+}  // namespace smcr::preload

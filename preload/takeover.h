@@ -1,0 +1,63 @@
+// How an fd number becomes SMC-R (docs/ARCHITECTURE.md, "How a TCP socket
+// becomes SMC-R"): what is reserved before the CLC handshake commits, how
+// the readiness socket takes the number over, and the deferred accept: a
+// server's accept() that returns once its Accept is sent, the client's
+// Confirm being read off the application's thread.
+#pragma once
+
+#include <climits>
+
+#include "core/connection.h"
+#include "core/handshake.h"
+#include "preload/fd_table.h"
+
+namespace smcr::preload {
+
+FdTable& fd_table();
+
+// What taking over an fd needs, reserved before the CLC handshake commits to
+// SMC-R: the readiness socketpair and a second number for the TCP socket.
+// Without them (EMFILE) we Decline up front and stay on TCP.
+struct Reserved {
+  int app_end = -1, engine_end = -1, tcp = -1;
+  bool ok() const { return tcp >= 0; }
+  void release();
+};
+Reserved reserve(int fd);
+
+// Replaces the TCP socket at `fd` with the readiness socket of `c`; the TCP
+// socket lives on at the reserved number (it still carries FIN/RST).
+void install(int fd, Connection* c, const Reserved& r);
+
+// --- deferred accept (HandshakeRequest::may_defer_confirm)
+
+// SMCR_DEFER_CONFIRM (default 1): whether accept() may return before the
+// client's Confirm has arrived.
+bool defer_confirm_enabled();
+
+// accept() got kPending for `fd`: the readiness socket takes the number now
+// (not readable, not writable), and the handshake finishes when the Confirm
+// arrives: on the engine thread, or on an application thread that needs
+// the connection first (await_accepting). `sndbuf`: Connection::set_send_limit.
+void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf);
+
+// A call on a number of kind kFdAccepting with no connection in the table.
+// io_flags < 0 (kNotIo): not a data call; waits for the handshake's end,
+// whatever O_NONBLOCK says. io_flags >= 0: a data call with these MSG_*
+// flags; a non-blocking one does not wait. Returns the referenced
+// connection, or null: then *refused_errno is the call's errno (EAGAIN, or
+// ECONNRESET once after a failed handshake), or 0 for "do the call on the
+// socket at the number" (the handshake failed and its error was reported).
+constexpr int kNotIo = INT_MIN;
+Connection* await_accepting(int fd, int io_flags, int* refused_errno);
+
+// close(), or dup2/dup3 onto it: true when `fd` was still accepting (the
+// handshake is abandoned or its connection closed when it ends) and
+// `close_number` has been called for it under the same lock.
+bool close_accepting(int fd, int (*close_number)(int));
+
+// fork() and exec: waits until no accept of this process is still waiting
+// for its Confirm (a child could not finish them).
+void settle_all_accepting();
+
+}  // namespace smcr::preload
