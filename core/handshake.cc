@@ -133,7 +133,9 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
   // on this host answers within tens of microseconds, less than a sleep
   // and wake-up costs here, so watch for it a while (SMCR_CLC_SPIN_US)
   // before sleeping.
-  const int64_t spin_until = sys::now_ns() + (spin ? clc_spin_ns() : 0);
+  // Past the first 5 µs the watch yields the CPU between looks: on a busy
+  // machine the peer we wait for may be waiting for this very CPU.
+  const int64_t start = sys::now_ns(), spin_until = start + (spin ? clc_spin_ns() : 0), yield_after = start + 5000;
   for (;;) {
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
@@ -149,8 +151,10 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     }
     // Part of a message, not CLC, end of stream or an error: the careful
     // path below decides.
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || sys::now_ns() >= spin_until) break;
-    sched_yield();
+    int64_t now = sys::now_ns();
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || now >= spin_until) break;
+    if (now >= yield_after) sched_yield();
+    else __builtin_ia32_pause();
   }
   uint8_t head[clc::kHeaderLen];
   size_t got = 0;
@@ -1198,15 +1202,19 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   p->token = acc.rmbe_alert_token;
   g->expect_token(p->token);
   if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(terminate(Fallback::kTimeout, ETIMEDOUT));
-  if (defer) {
+  std::vector<uint8_t> msg;
+  clc::Header h{};
+  // Deferred or not, watch for the Confirm a while first: a client on this
+  // host usually sends it within the spin, and finishing here saves the
+  // engine thread's wake-up before the application can read (and keeps a
+  // Decline a clean fallback).
+  Recv r = recv_clc(fd, defer ? 0 : deadline, &msg, &h);
+  if (defer && r == Recv::kTimeout) {
     HandshakeOutcome o;
     o.kind = HandshakeOutcome::Kind::kPending;
     o.pending = p.release();
     return o;
   }
-  std::vector<uint8_t> msg;
-  clc::Header h{};
-  Recv r = recv_clc(fd, deadline, &msg, &h);
   return p->complete(r, msg, h);
 }
 
