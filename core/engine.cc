@@ -69,6 +69,9 @@ struct Engine::Impl {
   std::map<Connection*, Watch*> tcp_watches;
   std::vector<Watch*> dead_watches;  // freed after the current epoll batch
   std::set<Watch*> step_watches;     // watch_readable
+  // When the engine's current epoll_wait times out at the latest (sys::now_ms;
+  // INT64_MAX: no timeout), as computed under mu before it sleeps.
+  int64_t sleep_until_ms = 0;
   bool rendezvous_watched = false;
   std::set<Watch*> watches;
   // Watches that live as long as the process (wake-up, diagnostics,
@@ -209,11 +212,16 @@ void Engine::retire_group(LinkGroup* g) {
 
 void Engine::arm_timer(Connection* c) {
   c->ref();
+  bool sooner;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->timers.push_back(c);
+    // A close timer (seconds) usually falls after the engine's next wake-up
+    // anyway (the keepalive tick): then there is nothing to wake it for, and
+    // a short-lived connection saves a context switch.
+    sooner = c->timer_deadline() < impl_->sleep_until_ms;
   }
-  wake(impl_->wake_fd);
+  if (sooner) wake(impl_->wake_fd);
 }
 
 void Engine::watch_tcp(Connection* c, int tcp_fd) {
@@ -241,10 +249,15 @@ void* Engine::watch_readable(int fd, int64_t deadline_ms, std::function<bool(boo
   auto* w = new Watch{WatchKind::kStep, fd};
   w->step = std::move(step);
   w->deadline = deadline_ms;
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->step_watches.insert(w);
-  epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
-  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
+  bool sooner;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->step_watches.insert(w);
+    epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+    epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
+    sooner = deadline_ms < impl_->sleep_until_ms;
+  }
+  if (sooner) wake(impl_->wake_fd);  // its deadline must not be missed
   return w;
 }
 
@@ -286,6 +299,7 @@ void Engine::loop() {
       };
       for (Connection* c : im->timers) consider(c->timer_deadline());
       for (Watch* w : im->step_watches) consider(w->deadline);
+      im->sleep_until_ms = timeout < 0 ? INT64_MAX : now + timeout;
     }
     int n = epoll_wait(im->epfd, events, 64, timeout);
     for (int i = 0; i < n; ++i) {

@@ -28,8 +28,7 @@ class Engine {
   void watch_tcp(Connection* c, int tcp_fd);
   void unwatch_tcp(Connection* c);
   // Calls `step(false)` on the engine thread whenever `fd` is readable or
-  // hung up, and `step(true)` once `deadline_ms` (sys::now_ms) has passed
-  // (checked at least every keepalive tick). `step` returns true when it is
+  // hung up, and `step(true)` once `deadline_ms` (sys::now_ms) has passed. `step` returns true when it is
   // done with `fd` (an expired step must); the watch then ends. `fd` must
   // stay open until then.
   // Returns a handle for end_watch.
