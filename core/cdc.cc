@@ -19,7 +19,8 @@ constexpr uint8_t kPeerConnClosed = 0x40;
 constexpr uint8_t kPeerConnAbort = 0x20;
 
 // Each cursor is reserved(2) | wrap(2) | offset(4).
-void write_cursor(WireWriter& w, const Cursor& c) {
+template <typename Writer>
+void write_cursor(Writer& w, const Cursor& c) {
   w.zeros(2);
   w.be16(c.wrap);
   w.be32(c.offset);
@@ -36,7 +37,8 @@ Cursor read_cursor(WireReader& r) {
 }  // namespace
 
 std::array<uint8_t, kMessageLen> encode(const Message& m) {
-  WireWriter w;
+  // Built for every data message: no allocation.
+  BasicWireWriter<FixedBytes<kMessageLen>> w;
   w.u8(kType);
   w.u8(static_cast<uint8_t>(kMessageLen));
   w.be16(m.seq);

@@ -63,31 +63,61 @@ class WireReader {
   bool ok_ = true;
 };
 
-// Appends to a growable buffer; fixed-size messages are built by writing every
-// field in order and checked against their architected length by the caller.
-class WireWriter {
+// Bytes of a fixed capacity N, for a message built once per data message
+// (the CDC): appending allocates nothing. Appending past N is dropped and
+// latches overflowed().
+template <size_t N>
+class FixedBytes {
+ public:
+  void push_back(uint8_t v) {
+    if (size_ < N) bytes_[size_] = v;
+    else overflowed_ = true;
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  bool overflowed() const { return overflowed_; }
+  uint8_t& operator[](size_t i) { return bytes_[i]; }
+  const uint8_t* begin() const { return bytes_.data(); }
+
+ private:
+  std::array<uint8_t, N> bytes_{};
+  size_t size_ = 0;
+  bool overflowed_ = false;
+};
+
+// Appends to a buffer (growable by default); fixed-size messages are built by
+// writing every field in order and checked against their architected length
+// by the caller.
+template <typename Buffer = std::vector<uint8_t>>
+class BasicWireWriter {
  public:
   void u8(uint8_t v) { out_.push_back(v); }
   void be16(uint16_t v) { put(v, 2); }
   void be24(uint32_t v) { put(v, 3); }
   void be32(uint32_t v) { put(v, 4); }
   void be64(uint64_t v) { put(v, 8); }
-  void zeros(size_t n) { out_.insert(out_.end(), n, 0); }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void zeros(size_t n) {
+    for (size_t i = 0; i < n; ++i) out_.push_back(0);
+  }
+  void bytes(std::span<const uint8_t> b) {
+    for (uint8_t v : b) out_.push_back(v);
+  }
   // Overwrite a big-endian u16 already written at `offset` (length fields).
   void patch_be16(size_t offset, uint16_t v) {
     out_[offset] = static_cast<uint8_t>(v >> 8);
     out_[offset + 1] = static_cast<uint8_t>(v);
   }
   size_t size() const { return out_.size(); }
-  std::vector<uint8_t>& buffer() { return out_; }
-  std::vector<uint8_t> take() { return std::move(out_); }
+  Buffer& buffer() { return out_; }
+  Buffer take() { return std::move(out_); }
 
  private:
   void put(uint64_t v, size_t n) {
     for (size_t i = n; i-- > 0;) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
   }
-  std::vector<uint8_t> out_;
+  Buffer out_;
 };
+
+using WireWriter = BasicWireWriter<>;
 
 }  // namespace smcr
