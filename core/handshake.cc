@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -1239,6 +1241,66 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
 
 int64_t confirm_deadline(const PendingConfirm* p) { return p->deadline; }
 
+bool client_spoke(int tcp_fd) {
+  const int64_t start = sys::now_ns(), until = start + clc_spin_ns();
+  for (;;) {
+    uint8_t b;
+    ssize_t n = sys::recv(tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // bytes, EOF or an error: decide now
+    int64_t now = sys::now_ns();
+    if (now >= until) return false;
+    if (now - start >= 5000) sched_yield();
+    else __builtin_ia32_pause();
+  }
+}
+
+// First contacts with one client are made one at a time (Linux:
+// smc_server_lgr_pending): a handshake that finds another first contact
+// with the same client under way waits for it and then joins the group it
+// made, instead of making a second group. accept() used to serialize them
+// by running each handshake inline; handshakes now also run on threads.
+class FirstContactTurn {
+ public:
+  // Waits (until `deadline_ms`) for no other first contact with `peer`.
+  FirstContactTurn(const clc::PeerId& peer, bool shm, int64_t deadline_ms) : key_{peer, shm} {
+    std::unique_lock<std::mutex> lock(mu());
+    while (std::find(busy().begin(), busy().end(), key_) != busy().end()) {
+      int64_t left = deadline_ms - sys::now_ms();
+      if (left <= 0) return;
+      cv().wait_for(lock, std::chrono::milliseconds(left));
+    }
+    busy().push_back(key_);
+    held_ = true;
+  }
+  ~FirstContactTurn() { release(); }
+  // A subsequent contact needs no turn.
+  void release() {
+    if (!held_) return;
+    held_ = false;
+    std::lock_guard<std::mutex> lock(mu());
+    busy().erase(std::find(busy().begin(), busy().end(), key_));
+    cv().notify_all();
+  }
+  bool held() const { return held_; }
+
+ private:
+  using Key = std::pair<clc::PeerId, bool>;
+  static std::mutex& mu() {
+    static auto* m = new std::mutex;
+    return *m;
+  }
+  static std::condition_variable& cv() {
+    static auto* c = new std::condition_variable;
+    return *c;
+  }
+  static std::vector<Key>& busy() {
+    static auto* v = new std::vector<Key>;
+    return *v;
+  }
+  Key key_;
+  bool held_ = false;
+};
+
 HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const HandshakeConfig& cfg = handshake_config();
   ScopedRmbSize sized(rmb_size_for(request));
@@ -1262,8 +1324,11 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
 
   // The server follows the fabric the client's GID names.
   bool shm = shm_gid_is_local(prop->gid);
+  FirstContactTurn turn(prop->peer_id, shm, deadline);
+  if (!turn.held()) return terminate(Fallback::kTimeout, ETIMEDOUT);
   // Subsequent contact (RFC 3.5.2): a live group with this client.
   if (LinkGroup* g = LinkGroup::acquire_for_server(prop->peer_id, shm)) {
+    turn.release();
     HandshakeOutcome o = server_subsequent_contact(fd, g, deadline, request.may_defer_confirm);
     if (o.kind != HandshakeOutcome::Kind::kPending) g->release_hold();
     return o;

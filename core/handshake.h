@@ -68,6 +68,12 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
 // The CLC deadline (sys::now_ms() clock) of a deferred Confirm.
 int64_t confirm_deadline(const PendingConfirm* p);
 
+// Server, before clc_server(): watches `tcp_fd` through the CLC spin
+// (SMCR_CLC_SPIN_US) for the client's first bytes (or its end of stream).
+// False when none came: a slow or hostile client, whose handshake the
+// caller may run off the application's thread.
+bool client_spoke(int tcp_fd);
+
 // The RMB size for a request: its own, else the configured one.
 uint32_t rmb_size_for(const HandshakeRequest& req);
 

@@ -171,7 +171,8 @@ void reset_socket(int fd) {
 // The TCP socket of a connection this process inherited from its parent
 // (fork), or -1.
 int inherited_tcp_fd(int fd) {
-  if (!fd_table().has_conn(fd)) return -1;
+  if (!fd_table().has_conn(fd))  // or an accept relayed after a late fallback
+    return fd_table().kind(fd) == smcr::preload::kFdAccepting ? smcr::preload::relayed_tcp_fd(fd) : -1;
   Connection* c = fd_table().get(fd);
   if (!c) return -1;
   int tcp = c->foreign() ? c->tcp_fd() : -1;
@@ -226,6 +227,11 @@ int after_tcp_established(int fd, bool client, bool allowed = true) {
   req.allowed = allowed;
   req.rmb_size = bufs.rcvbuf;
   req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();
+  // A client silent through the CLC spin (slow, or hostile) must not hold
+  // a single-threaded server in accept(): its handshake runs on a thread.
+  if (req.may_defer_confirm && res.ok() && !smcr::client_spoke(fd) &&
+      smcr::preload::start_accepting_threaded(fd, res, req, bufs.sndbuf))
+    return 0;
   smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);
   if (o.kind != smcr::HandshakeOutcome::Kind::kSmc && o.kind != smcr::HandshakeOutcome::Kind::kPending) res.release();
   switch (o.kind) {
@@ -657,8 +663,12 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 static int tcp_fd_for_addresses(int fd) {
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
   if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    if (int tcp = smcr::preload::relayed_tcp_fd(fd); tcp >= 0) return tcp;
     int ignored;
     c = smcr::preload::await_accepting(fd, kNotIo, &ignored);
+    if (!c) {
+      if (int tcp = smcr::preload::relayed_tcp_fd(fd); tcp >= 0) return tcp;
+    }
   }
   if (!c) return fd;
   int tcp = c->tcp_fd();

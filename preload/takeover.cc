@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -72,7 +76,12 @@ namespace {
 // engine's watch and any application thread waiting on it.
 struct Accepting {
   std::mutex mu;
-  enum State { kWaiting, kDone, kFailed, kClosed } state = kWaiting;
+  // kRelayed: the handshake fell back to TCP after accept() returned; a
+  // relay thread moves bytes between the TCP socket and the readiness
+  // socket, which is a plain byte stream to the application from then on.
+  enum State { kWaiting, kDone, kFailed, kClosed, kRelayed } state = kWaiting;
+  bool threaded = false;              // the whole handshake runs on a thread of its own
+  bool reset_tcp = true;              // closing res.tcp resets (not after an orderly relay)
   int fd = -1;                        // the application's number
   Reserved res;                       // the connection's once kDone
   int watch_fd = -1;                  // the engine's duplicate of res.tcp
@@ -82,7 +91,7 @@ struct Accepting {
   bool error_reported = false;        // kFailed: ECONNRESET was returned once
 
   ~Accepting() {
-    if (res.tcp >= 0) {
+    if (res.tcp >= 0 && reset_tcp) {
       linger l{1, 0};  // a failed handshake: RST, as the client's side expects
       sys::setsockopt(res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
@@ -123,12 +132,9 @@ void release_writable(int engine_end) {
   }
 }
 
-// Tries to finish the handshake (a.mu held). True once it has ended.
-bool step_locked(Accepting* a, bool expired) {
-  if (!a->handshake) return true;
-  HandshakeOutcome o;
-  if (!finish_confirm(a->handshake, a->res.tcp, expired ? INT64_MAX : sys::now_ms(), &o)) return false;
-  a->handshake = nullptr;
+// The handshake ended (a.mu held): install the connection, or reset, or
+// (a threaded handshake only) fall back to TCP through a relay.
+void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   if (a->watch) Engine::get().end_watch(a->watch);
   a->watch = nullptr;
   if (o.kind == HandshakeOutcome::Kind::kSmc) {
@@ -138,7 +144,7 @@ bool step_locked(Accepting* a, bool expired) {
     attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0);
     a->res = Reserved{};  // the connection's now
     if (a->state == Accepting::kClosed) {
-      // The application closed the number before the Confirm came.
+      // The application closed the number before the handshake ended.
       if (c->drop_user_fd()) c->app_close(false);
       else c->unref();
     } else {
@@ -147,9 +153,18 @@ bool step_locked(Accepting* a, bool expired) {
       a->state = Accepting::kDone;
       unregister_locked(a);
     }
-    return true;
+    return;
   }
   count_fallback(o.reason);
+  if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {
+    SMCR_LOG(1, "fd %d: TCP fallback after accept() (%s): relayed", a->fd, fallback_name(o.reason));
+    release_writable(a->res.engine_end);  // the filler bytes are not the client's
+    // Without our copy of the application's end, its close reaches the relay.
+    sys::close(a->res.app_end);
+    a->res.app_end = -1;
+    a->state = Accepting::kRelayed;
+    return;
+  }
   SMCR_LOG(1, "fd %d: connection reset after accept() (%s)", a->fd, fallback_name(o.reason));
   // The application sees a reset socket: hung up, ECONNRESET once.
   sys::shutdown(a->res.engine_end, SHUT_RDWR);
@@ -157,29 +172,151 @@ bool step_locked(Accepting* a, bool expired) {
   sys::setsockopt(a->res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
   sys::shutdown(a->res.tcp, SHUT_RDWR);
   if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
+}
+
+// Tries to finish a deferred Confirm (a.mu held). True once it has ended.
+bool step_locked(Accepting* a, bool expired) {
+  if (!a->handshake) return true;
+  HandshakeOutcome o;
+  if (!finish_confirm(a->handshake, a->res.tcp, expired ? INT64_MAX : sys::now_ms(), &o)) return false;
+  a->handshake = nullptr;
+  // finish_confirm never falls back: the Accept was sent.
+  conclude_locked(a, o);
   return true;
 }
 
+// Moves bytes both ways between the TCP socket and the application's
+// readiness socket (its engine end) until both directions have ended, with
+// TCP's half-close and reset carried across. Never blocks on one direction
+// while the other could move.
+void relay(Accepting* a) {
+  struct Direction {
+    int from, to;
+    char buf[32768];
+    size_t len = 0, off = 0;
+    bool eof = false, done = false;
+  };
+  auto dirs = std::make_unique<Direction[]>(2);
+  dirs[0].from = dirs[1].to = a->res.tcp;
+  dirs[0].to = dirs[1].from = a->res.engine_end;
+  bool failed = false;
+  while (!failed && !(dirs[0].done && dirs[1].done)) {
+    pollfd p[4];
+    int n = 0;
+    for (int i = 0; i < 2; ++i) {
+      Direction& d = dirs[i];
+      if (d.done) continue;
+      p[n++] = d.off < d.len ? pollfd{d.to, POLLOUT, 0} : pollfd{d.from, POLLIN, 0};
+    }
+    if (sys::poll(p, n, -1) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2 && !failed; ++i) {
+      Direction& d = dirs[i];
+      if (d.done) continue;
+      if (d.off == d.len && !d.eof) {
+        ssize_t k = sys::recv(d.from, d.buf, sizeof d.buf, MSG_DONTWAIT);
+        if (k > 0) d.len = static_cast<size_t>(k), d.off = 0;
+        else if (k == 0) d.eof = true;
+        else if (errno != EAGAIN && errno != EINTR) failed = true;  // reset on that side
+      }
+      while (!failed && d.off < d.len) {
+        ssize_t k = sys::send(d.to, d.buf + d.off, d.len - d.off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k > 0) d.off += static_cast<size_t>(k);
+        else if (errno == EAGAIN || errno == EINTR) break;
+        else failed = true;
+      }
+      if (!failed && d.off == d.len && d.eof) {
+        sys::shutdown(d.to, SHUT_WR);
+        d.done = true;
+      }
+    }
+  }
+  if (failed) {
+    // Either side reset (or the application closed with unread bytes): the
+    // other sees a reset too.
+    sys::shutdown(a->res.engine_end, SHUT_RDWR);
+    linger l{1, 0};
+    sys::setsockopt(a->res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    sys::shutdown(a->res.tcp, SHUT_RDWR);
+  } else {
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->reset_tcp = false;
+  }
+}
+
+// Handshakes running whole on threads of their own (client_spoke() false).
+std::atomic<int> g_threaded{0};
+constexpr int kMaxThreaded = 64;
+
 }  // namespace
 
-void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf) {
-  counters().confirm_deferred.fetch_add(1, std::memory_order_relaxed);
-  auto a = std::make_shared<Accepting>();
+namespace {
+
+// The readiness socket takes `fd` (not readable, not writable) and the
+// registry knows `a` by it; the TCP socket stays at r.tcp.
+void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf) {
   a->fd = fd;
   a->res = r;
   a->sndbuf = sndbuf;
-  a->handshake = handshake;
   int status = sys::fcntl(fd, F_GETFL);
   int fdflags = sys::fcntl(fd, F_GETFD);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   hold_writable(r.app_end);
-  a->watch_fd = sys::hide_fd(sys::fcntl(r.tcp, F_DUPFD_CLOEXEC, 0));
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     registry()[fd] = a;
   }
   fd_table().set_kind(fd, kFdAccepting);
   sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+}
+
+}  // namespace
+
+bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf) {
+  if (g_threaded.fetch_add(1) >= kMaxThreaded) {
+    g_threaded.fetch_sub(1);
+    return false;
+  }
+  HandshakeRequest request = req;
+  request.may_defer_confirm = false;
+  auto a = std::make_shared<Accepting>();
+  std::unique_lock<std::mutex> hold(a->mu);  // the thread starts once `fd` is installed
+  // The thread inherits a mask with every signal blocked: none of the
+  // application's lands on it.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  try {
+    std::thread([a, request] {
+      pthread_setname_np(pthread_self(), "smcr-clc");
+      { std::lock_guard<std::mutex> wait_for_install(a->mu); }
+      HandshakeOutcome o = clc_server(a->res.tcp, request);
+      bool relayed;
+      {
+        std::lock_guard<std::mutex> lock(a->mu);
+        conclude_locked(a.get(), o);
+        relayed = a->state == Accepting::kRelayed;
+      }
+      g_threaded.fetch_sub(1);
+      if (relayed) relay(a.get());
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to be had: the caller runs it inline
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    g_threaded.fetch_sub(1);
+    return false;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  install_accepting(a, fd, r, sndbuf);
+  a->threaded = true;
+  counters().clc_threaded.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf) {
+  counters().confirm_deferred.fetch_add(1, std::memory_order_relaxed);
+  auto a = std::make_shared<Accepting>();
+  install_accepting(a, fd, r, sndbuf);
+  a->handshake = handshake;
+  a->watch_fd = sys::hide_fd(sys::fcntl(r.tcp, F_DUPFD_CLOEXEC, 0));
   if (a->watch_fd < 0) {  // no descriptor for the engine's watch: finish here
     int ignored;
     if (Connection* c = await_accepting(fd, kNotIo, &ignored)) c->unref();
@@ -204,8 +341,10 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno) {
     int64_t deadline;
     {
       std::lock_guard<std::mutex> lock(a->mu);
-      if (a->state == Accepting::kWaiting) step_locked(a.get(), false);
+      if (a->state == Accepting::kWaiting && !a->threaded) step_locked(a.get(), false);
       switch (a->state) {
+        case Accepting::kRelayed:
+          return nullptr;  // a plain byte stream now
         case Accepting::kDone:
           return fd_table().get(fd);
         case Accepting::kFailed:
@@ -223,16 +362,17 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno) {
         *refused_errno = EAGAIN;
         return nullptr;
       }
-      deadline = confirm_deadline(a->handshake);
+      // A threaded handshake ends by its own CLC deadline.
+      deadline = a->handshake ? confirm_deadline(a->handshake) : sys::now_ms() + 50;
       if (!waited) counters().confirm_waits.fetch_add(1, std::memory_order_relaxed);
       waited = true;
     }
     // The Confirm arriving, or whoever read it finishing: that makes the
     // readiness socket at `fd` writable (or hung up). res.tcp stays open
     // while `a` lives.
-    pollfd p[2] = {{a->res.tcp, POLLIN | POLLRDHUP, 0}, {fd, POLLOUT, 0}};
+    pollfd p[2] = {{fd, POLLOUT, 0}, {a->res.tcp, POLLIN | POLLRDHUP, 0}};
     int64_t left = deadline - sys::now_ms();
-    sys::poll(p, 2, static_cast<int>(std::clamp<int64_t>(left, 0, 50)));
+    sys::poll(p, a->threaded ? 1 : 2, static_cast<int>(std::clamp<int64_t>(left, 0, 50)));
   }
 }
 
@@ -241,11 +381,20 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   if (!a) return false;
   std::lock_guard<std::mutex> lock(a->mu);
   if (a->state == Accepting::kDone || a->state == Accepting::kClosed) return false;
-  a->state = Accepting::kClosed;  // a waiting handshake closes its connection when it ends
+  // A waiting handshake closes its connection when it ends; a relay sees
+  // the application's end close.
+  if (a->state != Accepting::kRelayed) a->state = Accepting::kClosed;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kFdUnknown);
   close_number(fd);
   return true;
+}
+
+int relayed_tcp_fd(int fd) {
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return -1;
+  std::lock_guard<std::mutex> lock(a->mu);
+  return a->state == Accepting::kRelayed ? a->res.tcp : -1;
 }
 
 void settle_all_accepting() {

@@ -41,6 +41,17 @@ bool defer_confirm_enabled();
 // the connection first (await_accepting). `sndbuf`: Connection::set_send_limit.
 void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf);
 
+// accept() found the client silent through the CLC spin (client_spoke()
+// false): the readiness socket takes `fd` now and the whole server
+// handshake runs on a thread of its own. A fallback to TCP then relays
+// between the TCP socket and the readiness socket, which becomes a plain
+// byte stream. False (nothing done) when too many such handshakes run.
+bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf);
+
+// The TCP socket behind a relayed accept (above), or -1: addresses and
+// socket options are its.
+int relayed_tcp_fd(int fd);
+
 // A call on a number of kind kFdAccepting with no connection in the table.
 // io_flags < 0 (kNotIo): not a data call; waits for the handshake's end,
 // whatever O_NONBLOCK says. io_flags >= 0: a data call with these MSG_*

@@ -147,6 +147,19 @@ int client(int port, const std::string& behaviour) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect");
   fprintf(stderr, "fake_peer: connected, option result %s\n", bpfopt::to_string(bpfopt::read_result(fd)));
+  // FAKE_PEER_DELAY_MS: a slow client, silent for a while after connecting
+  // (the server's accept() must not wait for it).
+  if (const char* d = getenv("FAKE_PEER_DELAY_MS")) usleep(static_cast<useconds_t>(atoi(d)) * 1000);
+  if (behaviour == "silent") {
+    // Never speaks: the server must give up on the CLC and reset us.
+    char c;
+    pollfd pf{fd, POLLIN, 0};
+    int r = poll(&pf, 1, 20000);
+    ssize_t k = r > 0 ? read(fd, &c, 1) : -2;
+    printf("silent client: %s\n", k == 0 ? "eof" : k == -1 ? strerror(errno) : k == -2 ? "nothing in 20 s" : "bytes");
+    close(fd);
+    return k == -2 ? 1 : 0;
+  }
   std::string payload = "application bytes that must arrive intact\n";
   if (behaviour == "garbage") {
     payload = "GET / HTTP/1.0\r\n\r\n" + payload;  // not CLC: the server must treat it as data
@@ -193,7 +206,7 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
                     "  server behaviours: decline garbage reserved-mtu silent\n"
-                    "  client behaviours: decline garbage malformed\n");
+                    "  client behaviours: decline garbage malformed silent (FAKE_PEER_DELAY_MS: wait first)\n");
     return 2;
   }
   std::string role = argv[1];

@@ -78,6 +78,36 @@ for b in garbage decline malformed; do
   log "client $b: $OUT"
   check "client sends $b: server falls back, echo intact" [ "$rc" = 0 ]
 done
+
+# The same from a client silent for 300 ms after connecting: accept() does
+# not wait for it (the handshake runs on a thread of the server's), and the
+# late fallback relays the TCP bytes to the application intact.
+for b in garbage decline malformed; do
+  start under_smc "$ECHO_TOOL" server --max-conns 1
+  OUT=$(FAKE_PEER_DELAY_MS=300 timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
+  reap
+  log "slow client $b: $OUT"
+  check "slow client sends $b: server falls back through a relay, echo intact" [ "$rc" = 0 ]
+  check "slow client sends $b: its CLC ran off accept() ($(stat_sum clc_threaded) threaded)" [ "$(stat_sum clc_threaded)" = 1 ]
+done
+
+# A client that never speaks must not hold a single-threaded server (the
+# epoll echo server): another client is served meanwhile, and the silent
+# one is dropped at the CLC deadline.
+start under_smc "$ECHO_TOOL" server --max-conns 2
+timeout 30 "$FAKE" client "$PORT" silent >"$TEST_TMP/silent.out" 2>&1 &
+SILENT=$!
+sleep 0.3
+t0=$(date +%s%N)
+OUT=$(under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1M 2>&1)
+t1=$(date +%s%N)
+wait "$SILENT"; src=$?
+reap
+log "beside a silent client: $(( (t1 - t0) / 1000000 )) ms, $OUT; silent: $(cat "$TEST_TMP/silent.out")"
+check "beside a silent client: another client is served, data intact" [ "$(field ok "$OUT")" = 1 ]
+check "beside a silent client: well before the CLC timeout (6 s)" [ $(( (t1 - t0) / 1000000 )) -lt 3000 ]
+check "the silent client is dropped at the CLC deadline" [ "$src" = 0 ]
+check "... counted as a CLC timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
 check "server counted the three fallbacks" [ "$(stat_sum fallback_total)" -ge 1 ]
 
 finish
