@@ -731,9 +731,7 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   }
   if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, m.consumer)) {
     // The peer's writer filled its own socket to block POLLOUT: empty it.
-    char buf[16384];
-    while (sys::recv(peer_bell_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-    }
+    sys::empty_socket(peer_bell_fd_);
   }
   ringing.fetch_sub(1, std::memory_order_seq_cst);
   return true;
@@ -777,9 +775,7 @@ void Connection::make_unwritable_locked() {
   // it, possibly still from its last wake-up: wr_filled_ may be stale, so
   // fill again (one failing send when it is still full).
   if (wr_filled_ && !rx_control_) return;
-  static char junk[16384];
-  while (sys::send(app_fd_, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
-  }
+  sys::fill_socket(app_fd_);
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
     // The peer empties the socket when it consumes (core/cdc_mem.h).
@@ -795,9 +791,7 @@ void Connection::make_writable_locked() {
     wr_armed_ = false;
     cdcmem::disarm(rx_control_, cdcmem::Want::kWindow);
   }
-  char buf[16384];
-  while (sys::recv(engine_end_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-  }
+  sys::empty_socket(engine_end_);
   wr_filled_ = false;
 }
 

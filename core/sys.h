@@ -65,4 +65,18 @@ int64_t now_ns();
 // room and returns the number to use; otherwise returns `fd` unchanged.
 int hide_fd(int fd);
 
+// A readiness socket's POLLOUT (docs/ARCHITECTURE.md, "fd model"): filling
+// the application end's tiny send buffer takes it away; emptying the
+// engine end (where those bytes arrive) gives it back, with an epoll edge.
+inline void fill_socket(int fd) {
+  static char junk[16384];
+  while (smcr::sys::send(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+  }
+}
+inline void empty_socket(int fd) {
+  char buf[16384];
+  while (smcr::sys::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+}
+
 }  // namespace smcr::sys

@@ -663,11 +663,11 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 static int tcp_fd_for_addresses(int fd) {
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
   if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting) {
-    if (int tcp = smcr::preload::relayed_tcp_fd(fd); tcp >= 0) return tcp;
     int ignored;
     c = smcr::preload::await_accepting(fd, kNotIo, &ignored);
-    if (!c) {
-      if (int tcp = smcr::preload::relayed_tcp_fd(fd); tcp >= 0) return tcp;
+    if (!c) {  // relayed after a late fallback, or failed
+      int tcp = smcr::preload::relayed_tcp_fd(fd);
+      return tcp >= 0 ? tcp : fd;
     }
   }
   if (!c) return fd;

@@ -118,20 +118,6 @@ void unregister_locked(Accepting* a) {
   if (it != registry().end() && it->second.get() == a) registry().erase(it);
 }
 
-// Fills the app end's tiny send buffer: no POLLOUT before the connection
-// exists (the connection's writer does the same when the peer's window is full).
-void hold_writable(int app_end) {
-  static char junk[16384];
-  while (sys::send(app_end, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
-  }
-}
-
-void release_writable(int engine_end) {
-  char buf[16384];
-  while (sys::recv(engine_end, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-  }
-}
-
 // The handshake ended (a.mu held): install the connection, or reset, or
 // (a threaded handshake only) fall back to TCP through a relay.
 void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
@@ -140,7 +126,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   if (o.kind == HandshakeOutcome::Kind::kSmc) {
     Connection* c = o.conn;
     if (a->sndbuf) c->set_send_limit(a->sndbuf);
-    release_writable(a->res.engine_end);
+    sys::empty_socket(a->res.engine_end);
     attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0);
     a->res = Reserved{};  // the connection's now
     if (a->state == Accepting::kClosed) {
@@ -158,7 +144,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   count_fallback(o.reason);
   if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {
     SMCR_LOG(1, "fd %d: TCP fallback after accept() (%s): relayed", a->fd, fallback_name(o.reason));
-    release_writable(a->res.engine_end);  // the filler bytes are not the client's
+    sys::empty_socket(a->res.engine_end);  // the filler bytes are not the client's
     // Without our copy of the application's end, its close reaches the relay.
     sys::close(a->res.app_end);
     a->res.app_end = -1;
@@ -260,7 +246,7 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   int status = sys::fcntl(fd, F_GETFL);
   int fdflags = sys::fcntl(fd, F_GETFD);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
-  hold_writable(r.app_end);
+  sys::fill_socket(r.app_end);  // no POLLOUT before the connection exists
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     registry()[fd] = a;
