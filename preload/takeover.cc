@@ -71,9 +71,11 @@ bool defer_confirm_enabled() {
 
 namespace {
 
-// One accept() whose Confirm has not been read yet. Shared by the registry
-// (until it ends, or until the application closes a failed one), the
-// engine's watch and any application thread waiting on it.
+// One accept() whose handshake had not ended when it returned: a deferred
+// Confirm, or a silent client's whole handshake on a thread (then, after a
+// fallback, its relay). Shared by the registry (until the handshake ends
+// in SMC-R, or until the application closes the number), the engine's
+// watch or the handshake thread, and any application thread waiting on it.
 struct Accepting {
   std::mutex mu;
   // kRelayed: the handshake fell back to TCP after accept() returned; a
