@@ -88,6 +88,28 @@ int64_t clc_spin_ns() {
   return ns;
 }
 
+// Watching the socket for the peer's next CLC bytes, up to SMCR_CLC_SPIN_US.
+// A peer on this host answers within tens of microseconds, less than a
+// sleep and wake-up costs here. Past the first 5 µs the watch yields the CPU
+// between looks: on a busy machine the peer we wait for may be waiting for
+// this very CPU.
+class ClcSpin {
+ public:
+  explicit ClcSpin(bool on = true) : start_(sys::now_ns()), until_(start_ + (on ? clc_spin_ns() : 0)) {}
+  // After a look that found nothing: false once the spin is over, else
+  // pauses or yields before the next look.
+  bool again() {
+    int64_t now = sys::now_ns();
+    if (now >= until_) return false;
+    if (now - start_ >= 5000) sched_yield();
+    else __builtin_ia32_pause();
+    return true;
+  }
+
+ private:
+  int64_t start_, until_;
+};
+
 // Waits until `want` bytes can be peeked (SO_RCVLOWAT makes poll wait for
 // all of them instead of waking per segment).
 Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got) {
@@ -131,13 +153,9 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
 // Reads one whole CLC message from the stream, or leaves the stream untouched
 // when the next bytes are not CLC (so the application still gets them).
 Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr, bool spin = true) {
-  // Usually the whole message is queued at once: one peek shows it. A peer
-  // on this host answers within tens of microseconds, less than a sleep
-  // and wake-up costs here, so watch for it a while (SMCR_CLC_SPIN_US)
-  // before sleeping.
-  // Past the first 5 µs the watch yields the CPU between looks: on a busy
-  // machine the peer we wait for may be waiting for this very CPU.
-  const int64_t start = sys::now_ns(), spin_until = start + (spin ? clc_spin_ns() : 0), yield_after = start + 5000;
+  // Usually the whole message is queued at once: one peek shows it; else
+  // watch for it a while (ClcSpin) before sleeping.
+  ClcSpin watch(spin);
   for (;;) {
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
@@ -153,10 +171,7 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     }
     // Part of a message, not CLC, end of stream or an error: the careful
     // path below decides.
-    int64_t now = sys::now_ns();
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || now >= spin_until) break;
-    if (now >= yield_after) sched_yield();
-    else __builtin_ia32_pause();
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || !watch.again()) break;
   }
   uint8_t head[clc::kHeaderLen];
   size_t got = 0;
@@ -1242,16 +1257,13 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
 int64_t confirm_deadline(const PendingConfirm* p) { return p->deadline; }
 
 bool client_spoke(int tcp_fd) {
-  const int64_t start = sys::now_ns(), until = start + clc_spin_ns();
-  for (;;) {
+  ClcSpin watch;
+  do {
     uint8_t b;
     ssize_t n = sys::recv(tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // bytes, EOF or an error: decide now
-    int64_t now = sys::now_ns();
-    if (now >= until) return false;
-    if (now - start >= 5000) sched_yield();
-    else __builtin_ia32_pause();
-  }
+  } while (watch.again());
+  return false;
 }
 
 // First contacts with one client are made one at a time (Linux:
