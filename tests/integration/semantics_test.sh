@@ -98,8 +98,11 @@ log "readiness, Confirm 300 ms late: $(tr '\n' ' ' <<<"$RLATE")"
 for name in ${LATE//,/ }; do
   check "SMC-R, Confirm 300 ms late: $name" grep -q "^case=$name ok=1" <<<"$RLATE"
 done
-check "those accept()s returned before the Confirm ($(stat_sum confirm_deferred) deferred, $(stat_sum confirm_waits) calls waited for one)" \
-  [ "$(stat_sum confirm_deferred)" -ge 4 -a "$(stat_sum confirm_waits)" -ge 1 -a "$(stat_sum smc_passive)" = 5 ]
+# A loaded machine (the ASan tree in CI) can be slow enough that the client's
+# Proposal misses the CLC spin: that accept() hands its whole handshake to a
+# thread (clc_threaded) and also returns before the Confirm.
+check "those accept()s returned before the Confirm ($(stat_sum confirm_deferred) deferred, $(stat_sum clc_threaded) threaded, $(stat_sum confirm_waits) calls waited for one)" \
+  [ $(( $(stat_sum confirm_deferred) + $(stat_sum clc_threaded) )) -ge 4 -a "$(stat_sum confirm_waits)" -ge 1 -a "$(stat_sum smc_passive)" = 5 ]
 # A client whose Confirm comes after the server's CLC deadline (a hostile or
 # stuck peer): accept() returned at once, the server's read fails with
 # ECONNRESET at the deadline, and the client's connection ends too.
