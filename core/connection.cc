@@ -196,6 +196,9 @@ void Connection::reset_fields() {
   rx_urgent_seen_ = 0;
   rx_urgent_seen_valid_ = false;
   peer_bell_fd_ = -1;
+  bell_owed_ = false;
+  link_cdcs_unrung_ = 0;
+  link_seen_prod_ = link_seen_cons_ = cdc::Cursor{};
   rd_armed_ = wr_armed_ = in_reader_ = false;
   spin_misses_ = 0;
   spin_skip_ = 0;
@@ -238,7 +241,7 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   else arm_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
   if (aborted_ || peer_lost_) signal_reset_locked();
-  send_bell_locked();
+  bell_owed_ = rx_control_ && link_ && engine_end_ >= 0 && !link_dead_ && !released_;
 }
 
 uint64_t process_generation() { return g_generation.load(std::memory_order_relaxed); }
@@ -681,8 +684,14 @@ void Connection::pull_cdc_locked() {
 }
 
 void Connection::send_bell_locked() {
+  bell_owed_ = false;
   if (!rx_control_ || !link_ || engine_end_ < 0 || link_dead_ || released_) return;
-  link_->post_message_with_fd(cdcmem::encode_bell(peer_token_), engine_end_);
+  if (link_->post_message_with_fd(cdcmem::encode_bell(peer_token_), engine_end_))
+    counters().bells_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Connection::bell_rides_locked(const cdc::Message& m) const {
+  return bell_owed_ && rx_control_ && engine_end_ >= 0 && !m.flags.peer_conn_closed && !m.flags.peer_conn_abort;
 }
 
 void Connection::set_peer_bell(int fd) {
@@ -700,6 +709,7 @@ void Connection::take_peer_bell_locked(int fd) {
 }
 
 void Connection::revoke_peer_bell_locked() {
+  bell_owed_ = false;  // nor may it be handed out later
   if (!rx_control_) return;
   cdcmem::forbid_direct(rx_control_);
   // A ring the peer took before it saw the prohibition may still be in flight.
@@ -1294,6 +1304,17 @@ void Connection::process_item_locked(const InboxItem& item) {
     link_down_locked(item.down_slot);
   } else {
     process_cdc_locked(item.cdc);
+    // The peer wrote to us (or opened our window) over the link because it
+    // cannot ring us. The second time, it gets our bell: one request and
+    // its reply (a short-lived connection) need none. Cursors compared with
+    // the last link CDC, not with what we know: the same CDC in memory may
+    // have been read first, and a CDC with only D or C moves nothing.
+    bool moved = !(item.cdc.producer == link_seen_prod_) || !(item.cdc.consumer == link_seen_cons_);
+    link_seen_prod_ = item.cdc.producer;
+    link_seen_cons_ = item.cdc.consumer;
+    if (bell_owed_ && moved && !item.cdc.flags.peer_conn_closed && !item.cdc.flags.peer_conn_abort &&
+        !sent_close_ && !sent_abort_ && ++link_cdcs_unrung_ >= 2)
+      send_bell_locked();
   }
 }
 
@@ -1365,7 +1386,14 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     }
   }
   uint64_t id = 0;
-  if (!link_->post_message_tracked(cdc::encode(m), &id)) return false;
+  if (bell_rides_locked(m)) {
+    // One link message (one wake-up of the peer's engine) for both.
+    if (!link_->post_message_with_fd(cdc::encode(m), engine_end_)) return false;
+    bell_owed_ = false;
+    counters().bells_on_cdc.fetch_add(1, std::memory_order_relaxed);
+  } else if (!link_->post_message_tracked(cdc::encode(m), &id)) {
+    return false;
+  }
   // A full ring cannot happen while the send queue is shallower than the
   // ring (its oldest entry is then acknowledged); kept safe regardless.
   if (unacked_count_ == kUnackedRing) pop_acked_locked(UINT64_MAX, 1);

@@ -220,8 +220,11 @@ class Connection {
   void take_peer_bell_locked(int fd);
   // Takes the readiness socket back from the peer (before a handover).
   void revoke_peer_bell_locked();
-  // Sends the engine end of our readiness socket to the peer.
+  // Sends the engine end of our readiness socket to the peer, alone.
   void send_bell_locked();
+  // A CDC about to go on the link: whether our bell (still owed) may ride
+  // on it (not with C or A: the peer writes to us no more).
+  bool bell_rides_locked(const cdc::Message& m) const;
   // Throws away every readiness byte queued on the app end.
   void drain_readiness_locked();
   void signal_eof_locked();
@@ -293,6 +296,14 @@ class Connection {
   uint16_t rx_urgent_seen_ = 0;
   bool rx_urgent_seen_valid_ = false;
   int peer_bell_fd_ = -1;
+  // Our readiness socket has not been passed to the peer yet. It goes with
+  // our first CDC on the link, or alone once the peer's data (or window)
+  // has reached us on the link twice: a connection that ends after one
+  // request and one reply never sends it on its own (each link message
+  // wakes the peer's engine).
+  bool bell_owed_ = false;
+  uint8_t link_cdcs_unrung_ = 0;
+  cdc::Cursor link_seen_prod_, link_seen_cons_;  // the cursors of the peer's last link CDC
   bool rd_armed_ = false, wr_armed_ = false;  // our wait bits are set (maybe claimed since)
   bool in_reader_ = false;         // recvv holds the connection
   uint8_t spin_misses_ = 0;        // spins in a row that saw nothing

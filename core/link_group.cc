@@ -553,6 +553,10 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
           if (i != slot) link_at(i)->drain_messages([this, i](std::span<const uint8_t> b) { dispatch(i, b); });
         draining_others_ = false;
       }
+      // The sender's readiness socket may ride on its first link CDC
+      // (Connection::bell_owed_); it is taken before the CDC, as a bell
+      // message sent ahead of it would have been.
+      int bell = shm() ? links_[static_cast<size_t>(slot)].link->take_attached_fd() : -1;
       Connection* c = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -566,15 +570,22 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
             std::copy(msg.begin(), msg.end(), copy.begin());
             e->second.push_back(copy);
           }
+          if (bell >= 0 && !early_bells_.count(m->alert_token)) {
+            early_bells_[m->alert_token] = bell;
+            bell = -1;
+          }
+          if (bell >= 0) sys::close(bell);
           return;
         }
       }
       if (!c) {
+        if (bell >= 0) sys::close(bell);
         // A CDC for a connection that has ended (late consumer update) or a
         // forged token: nothing of ours is touched.
         SMCR_LOG(2, "link: CDC for unknown token %08x dropped", m->alert_token);
         return;
       }
+      if (bell >= 0) c->set_peer_bell(bell);
       c->on_cdc(*m);
       c->unref();
       return;

@@ -117,6 +117,8 @@ std::string format_counters() {
   put("rx_bytes", c.rx_bytes.load());
   put("cdc_sent", c.cdc_sent.load());
   put("cdc_in_memory", c.cdc_in_memory.load());
+  put("bells_sent", c.bells_sent.load());
+  put("bells_on_cdc", c.bells_on_cdc.load());
   put("cdc_received", c.cdc_received.load());
   put("link_failovers", c.link_failovers.load());
   put("conn_failovers", c.conn_failovers.load());

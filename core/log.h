@@ -43,6 +43,8 @@ struct Counters {
   std::atomic<uint64_t> cdc_sent{0};
   std::atomic<uint64_t> cdc_received{0};
   std::atomic<uint64_t> cdc_in_memory{0};  // sent CDCs that went through the peer's control page only
+  std::atomic<uint64_t> bells_sent{0};      // readiness sockets passed to the peer alone
+  std::atomic<uint64_t> bells_on_cdc{0};    // ... and on a CDC that went on the link anyway
   std::atomic<uint64_t> link_failovers{0};       // links taken down with a survivor
   std::atomic<uint64_t> conn_failovers{0};       // connections moved to another link
   std::atomic<uint64_t> links_added{0};          // second links confirmed (ADD LINK)
