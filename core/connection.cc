@@ -1529,6 +1529,9 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
   if (m.flags.peer_conn_closed && !peer_closed_) {
     peer_closed_ = true;
     peer_done_ = true;
+    // The FIN that follows the peer's C tells nothing more (on_tcp_peer_gone
+    // ignores it): without the watch it does not wake the engine.
+    if (tcp_fd_ >= 0) Engine::get().unwatch_tcp(this);
     apply_close_event_locked(CloseEvent::kPeerClosed);
     signal_eof_locked();
   } else if (m.flags.peer_done_writing && !peer_done_) {
