@@ -1112,6 +1112,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       tx_urgent_ = (flags & MSG_OOB) && done == want;
       bool posted = send_cdc_locked(false, false, false);
       tx_urgent_ = false;
+      prefetch_next_write_locked(n);
       if (!posted) {
         aborted_ = true;
         signal_reset_locked();
@@ -1357,6 +1358,23 @@ void Connection::link_down_locked(int slot) {
   if (fail_over_locked(tx_prod_)) return;
   link_dead_ = true;
   peer_lost_locked("link failed, no other link");
+}
+
+void Connection::prefetch_next_write_locked(uint32_t n) {
+#if defined(__x86_64__)
+  const RemoteRmb& rmb = peer_rmb_on_[static_cast<size_t>(slot_)];
+  if (!rmb.addr || !rx_control_) return;  // shm only: the peer's RMB is mapped here
+  uint32_t ahead = std::min<uint32_t>(n, kPrefetchAhead);
+  uint32_t off = tx_prod_.offset;
+  uint32_t run = std::min(ahead, tx_space_.contiguous_to_end(tx_prod_));
+  for (uint32_t i = 0; i < ahead; i += 64) {
+    uint32_t at = i < run ? off + i : tx_space_.advance(tx_prod_, i).offset;
+    if (at >= rmb.size) break;
+    __asm__ volatile("prefetchw %0" ::"m"(*(rmb.addr + at)));
+  }
+#else
+  (void)n;
+#endif
 }
 
 void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {

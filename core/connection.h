@@ -218,6 +218,13 @@ class Connection {
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked();
   void take_peer_bell_locked(int fd);
+  // After a write through memory: takes the cache lines the next write of
+  // the same size will fill (ownership, not data) while the application
+  // is busy elsewhere. The reader last touched them a ring ago; without
+  // this the next write's stores wait for them, and the CDC publish (a
+  // full fence) waits for those stores.
+  void prefetch_next_write_locked(uint32_t n);
+  static constexpr uint32_t kPrefetchAhead = 4096;
   // Takes the readiness socket back from the peer (before a handover).
   void revoke_peer_bell_locked();
   // Sends the engine end of our readiness socket to the peer, alone.
