@@ -5,6 +5,7 @@
 // on their own fd (see connection.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -45,6 +46,9 @@ class Engine {
   void loop();
   struct Impl;
   Impl* impl_ = nullptr;
+  // process_generation() + 1 of the process whose thread runs: get() needs
+  // neither a lock nor getpid() (a system call) once it is started.
+  std::atomic<uint64_t> started_generation_{0};
 };
 
 }  // namespace smcr

@@ -171,7 +171,15 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     }
     // Part of a message, not CLC, end of stream or an error: the careful
     // path below decides.
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR) || !watch.again()) break;
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) break;
+    if (watch.again()) continue;
+    // Nothing yet: sleep until the first bytes come. A CLC message from a
+    // peer on this host arrives whole, so the quick look above usually
+    // takes it; a part of one goes the careful way (SO_RCVLOWAT).
+    int64_t left = deadline - sys::now_ms();
+    if (left <= 0) return Recv::kTimeout;
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 50)));
   }
   uint8_t head[clc::kHeaderLen];
   size_t got = 0;

@@ -5,6 +5,7 @@
 // arrived intact. It never runs under the shim.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -102,6 +104,19 @@ int serve(int port, const std::string& behaviour, int count) {
     }
     if (behaviour == "decline") {
       write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcRDevice)).data(), 28);
+      echo_until_eof(fd);
+    } else if (behaviour == "split-decline") {
+      // The Decline in two segments 50 ms apart, cut after FAKE_PEER_SPLIT_AT
+      // bytes (inside the header, or after it): the reader must wait for
+      // the rest, neither taking the part as a message nor spinning on it.
+      auto bytes = clc::encode(make_decline(clc::decline::kNoSmcRDevice));
+      const char* at_env = getenv("FAKE_PEER_SPLIT_AT");
+      size_t at = std::min<size_t>(at_env ? static_cast<size_t>(atoi(at_env)) : 5, bytes.size() - 1);
+      int nodelay = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
+      write_all(fd, bytes.data(), at);
+      usleep(50000);
+      write_all(fd, bytes.data() + at, bytes.size() - at);
       echo_until_eof(fd);
     } else if (behaviour == "garbage") {
       const char banner[] = "NOT-SMC-BANNER\n";
@@ -205,7 +220,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 4) {
     fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
-                    "  server behaviours: decline garbage reserved-mtu silent\n"
+                    "  server behaviours: decline split-decline garbage reserved-mtu silent\n"
                     "  client behaviours: decline garbage malformed silent (FAKE_PEER_DELAY_MS: wait first)\n");
     return 2;
   }

@@ -47,6 +47,19 @@ OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
 check "server Declines: data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
 check "server Declines: counted as peer_declined" [ "$(stat_sum fallback.peer_declined)" = 1 ]
 
+# The server's Decline comes in two segments 50 ms apart, cut inside its
+# header and after it: the client waits for the whole message (not a
+# malformed one, no busy loop), then falls back.
+for at in 5 12; do
+  export FAKE_PEER_SPLIT_AT=$at
+  start_fake split-decline
+  unset FAKE_PEER_SPLIT_AT
+  OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+  check "server Declines in two segments (cut at byte $at): data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
+  check "server Declines in two segments (cut at byte $at): counted as peer_declined" \
+    [ "$(stat_sum fallback.peer_declined)" = 1 -a "$(stat_sum fallback_total)" = 1 ]
+done
+
 # The server answers the Proposal with bytes that are not CLC.
 start_fake garbage
 OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K --banner $'NOT-SMC-BANNER\n'); reap
