@@ -183,6 +183,10 @@ bool read_flags(int sockfd, std::uint32_t* flags) {
   return true;
 }
 
+namespace {
+Result result_of(std::uint32_t flags) { return (flags & SMCR_R_SMC_OK) ? Result::kSmcBoth : Result::kNotBoth; }
+}  // namespace
+
 Result read_result(int sockfd) {
   int saved = errno;
   if (get_fd(g_result) < 0) {
@@ -198,7 +202,7 @@ Result read_result(int sockfd) {
     }
     return Result::kError;
   }
-  return (f & SMCR_R_SMC_OK) ? Result::kSmcBoth : Result::kNotBoth;
+  return result_of(f);
 }
 
 Result read_accepted_result(int sockfd, int timeout_ms) {
@@ -210,7 +214,10 @@ Result read_accepted_result(int sockfd, int timeout_ms) {
     std::uint32_t f = 0;
     // Done (the passive-established callback ran), or the listener was never
     // opted in (no record will come): answer now.
-    if (read_flags(sockfd, &f) && (f & SMCR_R_DONE)) break;
+    if (read_flags(sockfd, &f) && (f & SMCR_R_DONE)) {
+      errno = saved;
+      return result_of(f);  // the record just read is the verdict
+    }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     long waited_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
