@@ -61,7 +61,6 @@ bool drain_link(int epfd, Watch* w, bool hangup) {
 struct Engine::Impl {
   int epfd = -1;
   int wake_fd = -1;
-  pid_t pid = 0;
   std::mutex mu;
   std::vector<LinkGroup*> add_queue;
   std::vector<LinkGroup*> retire_queue;
@@ -99,7 +98,6 @@ void Engine::start() {
   // In a forked child the parent's thread does not exist; its state is
   // abandoned (not freed: other threads' locks may have been held at fork).
   impl_ = new Impl();
-  impl_->pid = getpid();
   impl_->epfd = sys::hide_fd(epoll_create1(EPOLL_CLOEXEC));
   impl_->wake_fd = sys::hide_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
