@@ -1259,8 +1259,11 @@ void Connection::release_resources_locked() {
   }
   rx_prod_ = rx_cons_;
   if (handoff_) {
-    // A child still waiting for this connection learns it is over.
-    if (!relayed_) handoff::publish(handoff_, handoff::kGone);
+    // A child still waiting for this connection learns it is over. Only a
+    // child forked since the connection was made can be one: without such
+    // a fork the word is not even read again (free_state), and the wake-up
+    // (a system call on a shared futex) is saved.
+    if (!relayed_ && forks_at_create_ != handoff::forks_made()) handoff::publish(handoff_, handoff::kGone);
     handoff::free_state(handoff_);
     handoff_ = nullptr;
   }
