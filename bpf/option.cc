@@ -163,21 +163,25 @@ bool opt_in(int sockfd) {
   return r == 0;
 }
 
+namespace {
+long lookup_flags(int mapfd, int sockfd, std::uint32_t* val) {
+  const int key = sockfd;
+  union bpf_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.map_fd = static_cast<std::uint32_t>(mapfd);
+  attr.key = reinterpret_cast<std::uint64_t>(&key);
+  attr.value = reinterpret_cast<std::uint64_t>(val);
+  return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
+}
+}  // namespace
+
 bool read_flags(int sockfd, std::uint32_t* flags) {
   if (sockfd < 0) {
     errno = EBADF;
     return false;
   }
-  const int key = sockfd;
   std::uint32_t val = 0;
-  long r = with_map(g_result, [&](int mapfd) {
-    union bpf_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.map_fd = static_cast<std::uint32_t>(mapfd);
-    attr.key = reinterpret_cast<std::uint64_t>(&key);
-    attr.value = reinterpret_cast<std::uint64_t>(&val);
-    return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
-  });
+  long r = with_map(g_result, [&](int mapfd) { return lookup_flags(mapfd, sockfd, &val); });
   if (r != 0) return false;
   if (flags) *flags = val;
   return true;
@@ -185,17 +189,30 @@ bool read_flags(int sockfd, std::uint32_t* flags) {
 
 namespace {
 Result result_of(std::uint32_t flags) { return (flags & SMCR_R_SMC_OK) ? Result::kSmcBoth : Result::kNotBoth; }
+
+// read_flags through `mapfd`, which the caller has just had from get_fd (a
+// pin check saved); a cached fd that went stale takes read_flags' way.
+bool read_flags_via(int mapfd, int sockfd, std::uint32_t* flags) {
+  if (sockfd < 0) {
+    errno = EBADF;
+    return false;
+  }
+  if (lookup_flags(mapfd, sockfd, flags) == 0) return true;
+  if (errno != EBADF && errno != EINVAL) return false;
+  return read_flags(sockfd, flags);
+}
 }  // namespace
 
 Result read_result(int sockfd) {
   int saved = errno;
-  if (get_fd(g_result) < 0) {
+  int mapfd = get_fd(g_result);
+  if (mapfd < 0) {
     Result res = (errno == ENOENT || errno == ENOTDIR) ? Result::kNotLoaded : Result::kError;
     if (res == Result::kNotLoaded) errno = saved;
     return res;
   }
   std::uint32_t f = 0;
-  if (!read_flags(sockfd, &f)) {
+  if (!read_flags_via(mapfd, sockfd, &f)) {
     if (errno == ENOENT) {
       errno = saved;
       return Result::kNotOptedIn;
@@ -207,14 +224,15 @@ Result read_result(int sockfd) {
 
 Result read_accepted_result(int sockfd, int timeout_ms) {
   int saved = errno;
-  if (get_fd(g_result) < 0) return read_result(sockfd);
+  int mapfd = get_fd(g_result);
+  if (mapfd < 0) return read_result(sockfd);
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     std::uint32_t f = 0;
     // Done (the passive-established callback ran), or the listener was never
     // opted in (no record will come): answer now.
-    if (read_flags(sockfd, &f) && (f & SMCR_R_DONE)) {
+    if (read_flags_via(mapfd, sockfd, &f) && (f & SMCR_R_DONE)) {
       errno = saved;
       return result_of(f);  // the record just read is the verdict
     }
