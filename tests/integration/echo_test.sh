@@ -63,10 +63,11 @@ check "100 connections shared one link group per side (first contact once, 99 su
 
 # One request and one reply per connection: the client's readiness socket
 # rides on its request's CDC and the server's is not sent (two link messages
-# fewer per connection than passing both alone). The client's FIN is sent by a second thread, which a loaded machine may delay
-# until the echo has been read: that CDC then moves the consumer cursor too,
-# and that server sends its socket after all; hence "at most half" (it was
-# 0 of 100 here; passing both alone made 200).
+# fewer per connection than passing both alone). The client's FIN is sent
+# by a second thread, which a loaded machine may delay until the echo has
+# been read: that CDC then moves the consumer cursor too, and that server
+# sends its socket after all; hence "at most half" (it was 0 of 100 here;
+# passing both alone made 200).
 run_pair "100 sequential one-request connections" "--max-conns 100" "--bytes 64 --conns 100 --sequential"
 check "100 one-request connections intact" [ "$(field ok "$OUT")" = 100 ]
 check "100 one-request connections: all SMC-R" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]
