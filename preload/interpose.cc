@@ -378,10 +378,12 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
     fd_table().set_kind(nfd, smcr::preload::kFdTcp);
     // As in the kernel, an accepted socket has its listener's buffer sizes.
     fd_table().set_buffers(nfd, fd_table().buffers(fd));
-    // Rules about peer addresses are decided now (the listener could not).
+    // Rules about peer addresses are decided now (the listener could not);
+    // without a policy there is nothing to look up.
     sockaddr_storage local{}, peer{};
     socklen_t ll = sizeof local, pl = sizeof peer;
-    bool allowed = smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+    bool allowed = !smcr::policy::active() ||
+                   smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
                    smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
                    policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
     if (after_tcp_established(nfd, false, allowed) == 0) return nfd;
