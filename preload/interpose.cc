@@ -279,6 +279,7 @@ void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
 }
 
 __attribute__((destructor)) void at_exit() {
+  smcr::preload::flush_relays_at_exit(2000);
   // Close open SMC-R connections as the kernel closes TCP sockets at exit,
   // so peers see EOF after the last byte rather than a reset.
   fd_table().for_each_conn([](int fd) {

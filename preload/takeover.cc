@@ -91,6 +91,7 @@ struct Accepting {
   uint32_t sndbuf = 0;
   PendingConfirm* handshake = nullptr;  // while kWaiting
   bool error_reported = false;        // kFailed: ECONNRESET was returned once
+  uint64_t generation = process_generation();  // a forked child's copy is not its own
 
   ~Accepting() {
     if (res.tcp >= 0 && reset_tcp) {
@@ -173,11 +174,20 @@ bool step_locked(Accepting* a, bool expired) {
   return true;
 }
 
+// Relays still moving the application's bytes to TCP (flush_relays_at_exit).
+std::atomic<int> g_relays_sending{0};
+
 // Moves bytes both ways between the TCP socket and the application's
 // readiness socket (its engine end) until both directions have ended, with
 // TCP's half-close and reset carried across. Never blocks on one direction
 // while the other could move.
 void relay(Accepting* a) {
+  g_relays_sending.fetch_add(1);
+  bool sending = true;
+  auto sent_all = [&sending] {
+    if (sending) g_relays_sending.fetch_sub(1);
+    sending = false;
+  };
   struct Direction {
     int from, to;
     char buf[32768];
@@ -215,9 +225,11 @@ void relay(Accepting* a) {
       if (!failed && d.off == d.len && d.eof) {
         sys::shutdown(d.to, SHUT_WR);
         d.done = true;
+        if (i == 1) sent_all();  // the application's side, to TCP
       }
     }
   }
+  sent_all();
   if (failed) {
     // Either side reset (or the application closed with unread bytes): the
     // other sees a reset too.
@@ -385,6 +397,25 @@ int relayed_tcp_fd(int fd) {
   return a->state == Accepting::kRelayed ? a->res.tcp : -1;
 }
 
+void flush_relays_at_exit(int timeout_ms) {
+  std::vector<std::shared_ptr<Accepting>> all;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    for (auto& [fd, a] : registry()) all.push_back(a);
+  }
+  for (auto& a : all) {
+    std::lock_guard<std::mutex> lock(a->mu);
+    // The number still holds the application's end: its relay gets EOF
+    // after what was written, as a TCP peer gets FIN after the data.
+    if (a->state == Accepting::kRelayed && a->generation == process_generation()) sys::shutdown(a->fd, SHUT_WR);
+  }
+  int64_t deadline = sys::now_ms() + timeout_ms;
+  while (g_relays_sending.load() > 0 && sys::now_ms() < deadline) {
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
 void settle_all_accepting() {
   std::vector<int> fds;
   {
@@ -399,7 +430,8 @@ void settle_all_accepting() {
 
 namespace {
 // A forked child could not finish an accept its parent's engine is finishing.
-[[maybe_unused]] const int g_atfork = pthread_atfork(settle_all_accepting, nullptr, nullptr);
+// Its relay threads stay with the parent.
+[[maybe_unused]] const int g_atfork = pthread_atfork(settle_all_accepting, nullptr, [] { g_relays_sending.store(0); });
 }  // namespace
 
 }  // namespace smcr::preload

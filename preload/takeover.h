@@ -71,4 +71,11 @@ bool close_accepting(int fd, int (*close_number)(int));
 // for its Confirm (a child could not finish them).
 void settle_all_accepting();
 
+// At process exit: the application's bytes already written to relayed
+// connections still reach their peers, as the kernel sends a TCP socket's
+// queued bytes after its process exits (the relay threads would otherwise
+// die with it). Ends what the application still holds as if closed, then
+// waits for the relays to finish sending, at most `timeout_ms`.
+void flush_relays_at_exit(int timeout_ms);
+
 }  // namespace smcr::preload
