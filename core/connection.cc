@@ -200,6 +200,10 @@ void Connection::reset_fields() {
   link_cdcs_unrung_ = 0;
   link_seen_prod_ = link_seen_cons_ = cdc::Cursor{};
   rd_armed_ = wr_armed_ = in_reader_ = false;
+  deferral_ = nullptr;
+  deferral_key_ = -1;
+  parked_ = false;
+  deferral_forbidden_.store(false);
   spin_misses_ = 0;
   spin_skip_ = 0;
   tx_published_prod_ = tx_published_cons_ = cdc::Cursor{};
@@ -541,11 +545,13 @@ void Connection::ring_readable_locked() {
   // A reader that holds the connection takes the data itself and settles
   // the socket on its way out.
   if (in_reader_ && rx_control_) return;
+  // Parked: the deferral finds the data, or rings before anyone sleeps.
+  if (parked_) return;
   char b = 'r';
   if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) ++rd_owed_;
 }
 
-void Connection::clear_readable_locked() {
+void Connection::clear_readable_locked(bool will_sleep) {
   if (app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
   if (rd_armed_) {
     if (cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed) return;  // still armed
@@ -587,15 +593,79 @@ void Connection::clear_readable_locked() {
     if (sys::now_ms() > give_up_ms || wait_fd(app_fd_, POLLIN, 1) < 0) break;
   }
   rd_owed_ = 0;
-  arm_readable_locked();
+  arm_readable_locked(will_sleep);
 }
 
-void Connection::arm_readable_locked() {
+void Connection::arm_readable_locked(bool will_sleep) {
   if (!rx_control_ || rd_armed_ || rd_owed_ > 0 || engine_end_ < 0) return;
+  if (!will_sleep && (parked_ || (deferral_ && deferral_->park(this, deferral_key_)))) {
+    // Unarmed: the peer will not ring. What it published already is ours now.
+    parked_ = true;
+    pull_cdc_locked();
+    return;
+  }
+  parked_ = false;
   cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_, local_token_);
   rd_armed_ = true;
   // Published before the peer could see the bit: it will not ring for it.
   pull_cdc_locked();
+}
+
+bool Connection::deferrable() {
+  std::lock_guard<Connection> lock(*this);
+  return rx_control_ && engine_end_ >= 0 && !released_ && !foreign() && !deferral_forbidden_.load();
+}
+
+bool Connection::set_deferral(ReadinessDeferral* d, int key) {
+  std::lock_guard<Connection> lock(*this);
+  if (d && deferral_ && deferral_ != d) return false;
+  if (d && deferral_forbidden_.load()) return false;
+  deferral_key_ = key;
+  if (deferral_ == d) return true;
+  deferral_ = d;
+  if (!d && parked_) {
+    parked_ = false;
+    settle_readable_locked();
+  }
+  // Armed with nothing to read (an event loop that registers the fd anew
+  // for each reply): the arming is taken back, unless the peer has already
+  // claimed it, and the connection parked as if a read had just emptied it.
+  if (d && rd_armed_ && rd_owed_ == 0 && !in_reader_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) {
+    rd_armed_ = false;
+    if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) ++rd_owed_;  // its byte is on the way
+    settle_readable_locked();
+  }
+  return true;
+}
+
+void Connection::forbid_deferral() {
+  if (deferral_forbidden_.load(std::memory_order_relaxed) || deferral_forbidden_.exchange(true)) return;
+  std::lock_guard<Connection> lock(*this);
+  deferral_ = nullptr;
+  if (parked_) {
+    parked_ = false;
+    settle_readable_locked();
+  }
+}
+
+void Connection::arm_deferred(ReadinessDeferral* d) {
+  std::lock_guard<Connection> lock(*this);
+  if (!parked_ || deferral_ != d) return;
+  parked_ = false;
+  settle_readable_locked();  // d refuses to park it again while its thread sleeps
+}
+
+Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable) {
+  if (!mu_.try_lock()) return Parked::kBusy;
+  std::lock_guard<Connection> lock(*this, std::adopt_lock);
+  drain_inbox_locked();
+  if (!parked_ || deferral_ != d) return Parked::kGone;
+  *writable = !wr_filled_;
+  // What the readiness socket shows (end-of-file, reset, urgent data) the
+  // kernel reports itself.
+  if (app_fd_ < 0 || eof_signalled_ || reset_signalled_ || priority_raised_ || rd_owed_ > 0 || aborted_)
+    return Parked::kEmpty;
+  return rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0 ? Parked::kReadable : Parked::kEmpty;
 }
 
 void Connection::settle_readable_locked() {
@@ -989,7 +1059,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     if (done > 0 && !waitall) return static_cast<ssize_t>(done);
     if (!dontwait && spin_for_data_locked()) continue;
     uint32_t seen = rx_control_seen_;
-    clear_readable_locked();
+    clear_readable_locked(!dontwait);
     if (rx_control_seen_ != seen) continue;  // arming found a CDC: look again
     if (dontwait) {
       if (done) return static_cast<ssize_t>(done);

@@ -32,10 +32,28 @@
 namespace smcr {
 
 class LinkGroup;
+class Connection;
 
 // Increases in a forked child (pthread_atfork): "is this the process that
 // made it?" without a getpid() system call on the data path.
 uint64_t process_generation();
+
+// Deferred arming (preload/epoll.cc). A reader that empties the connection
+// normally arms its wait bit at once, so that the peer rings the readiness
+// socket when data comes: a system call on each side per message. While
+// every thread that could sleep on the fd is known to ask an epoll
+// interposition first, the connection may instead stay unarmed ("parked"):
+// the interposition finds its data in memory (poll_parked), and arms it
+// (arm_deferred) before any of its threads sleeps in the kernel.
+class ReadinessDeferral {
+ public:
+  // The connection (held) found nothing to read: true if it may stay
+  // unarmed, because no thread sleeps on its fd now.
+  virtual bool park(Connection* c, int key) = 0;
+
+ protected:
+  ~ReadinessDeferral() = default;
+};
 
 struct ConnectionSetup {
   LinkGroup* group = nullptr;   // takes one group reference
@@ -128,6 +146,24 @@ class Connection {
   uint32_t reported_rcvbuf();
   uint32_t reported_sndbuf();
 
+  // --- deferred arming (ReadinessDeferral above) ---
+  // Whether the connection can be parked at all (CDCs through memory).
+  bool deferrable();
+  // Hands the arming to `d` (its key: the fd it knows the connection by), or
+  // back (null: armed as usual from now on). False if another deferral
+  // has it: a connection in two epoll sets is then never parked.
+  bool set_deferral(ReadinessDeferral* d, int key);
+  // For good: something may sleep on the fd without asking (poll, select).
+  void forbid_deferral();
+  // `d`'s thread is about to sleep: a connection it parked is armed, or
+  // rung if data is already here.
+  void arm_deferred(ReadinessDeferral* d);
+  enum class Parked : uint8_t { kGone, kBusy, kEmpty, kReadable };
+  // Is there data on a connection `d` parked? kBusy: another thread holds
+  // it (it will settle it); kGone: not parked by `d` any more. *writable:
+  // what POLLOUT on its fd says now.
+  Parked poll_parked(ReadinessDeferral* d, bool* writable);
+
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be
   // blocked sending on a full link while the peer's engine waits for ours to
@@ -200,12 +236,13 @@ class Connection {
   void protocol_violation_locked(const char* what);
   void maybe_send_consumer_update_locked();
   void ring_readable_locked();
-  void clear_readable_locked();
+  // `will_sleep`: the calling thread sleeps on the fd next (never parked).
+  void clear_readable_locked(bool will_sleep = false);
   // --- CDCs through memory (core/cdc_mem.h), shm fabric only ---
   // Processes the newest CDC the peer wrote into our control page, if any.
   void pull_cdc_locked();
   // Asks the peer to ring our readiness socket when data arrives.
-  void arm_readable_locked();
+  void arm_readable_locked(bool will_sleep = false);
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
@@ -313,6 +350,10 @@ class Connection {
   cdc::Cursor link_seen_prod_, link_seen_cons_;  // the cursors of the peer's last link CDC
   bool rd_armed_ = false, wr_armed_ = false;  // our wait bits are set (maybe claimed since)
   bool in_reader_ = false;         // recvv holds the connection
+  ReadinessDeferral* deferral_ = nullptr;  // who arms for us (set_deferral)
+  int deferral_key_ = -1;
+  bool parked_ = false;            // unarmed and empty: deferral_ arms before sleeping
+  std::atomic<bool> deferral_forbidden_{false};
   uint8_t spin_misses_ = 0;        // spins in a row that saw nothing
   uint32_t spin_skip_ = 0;         // blocking reads left that sleep without spinning
   cdc::Cursor tx_published_prod_, tx_published_cons_;

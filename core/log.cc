@@ -119,6 +119,7 @@ std::string format_counters() {
   put("cdc_in_memory", c.cdc_in_memory.load());
   put("bells_sent", c.bells_sent.load());
   put("bells_on_cdc", c.bells_on_cdc.load());
+  put("epoll_from_memory", c.epoll_from_memory.load());
   put("cdc_received", c.cdc_received.load());
   put("link_failovers", c.link_failovers.load());
   put("conn_failovers", c.conn_failovers.load());

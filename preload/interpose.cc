@@ -14,7 +14,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -34,6 +36,7 @@
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/sys.h"
+#include "preload/epoll.h"
 #include "preload/fd_table.h"
 #include "preload/takeover.h"
 
@@ -75,7 +78,8 @@ F resolve(const char* name) {
   X(socket) X(connect) X(listen) X(accept4) X(close) X(shutdown) X(read) X(write) X(readv)      \
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
-  X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve)
+  X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) \
+  X(poll) X(ppoll) X(select) X(pselect)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -278,6 +282,33 @@ void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
   else c->unref();
 }
 
+// Descriptors sent to another process (SCM_RIGHTS) may be waited on there,
+// past this process's epoll interposition.
+void fds_passed(const struct msghdr* m) {
+  for (cmsghdr* h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(const_cast<msghdr*>(m), h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(h);
+    for (size_t i = 0; i < n; ++i) {
+      int passed;
+      memcpy(&passed, data + i * sizeof(int), sizeof passed);
+      smcr::preload::epoll_fd_polled(passed);
+    }
+  }
+}
+
+// poll() and select() wait for readability without asking epoll.
+void before_poll(const struct pollfd* fds, nfds_t n) {
+  for (nfds_t i = 0; i < n; ++i)
+    if (fds[i].fd >= 0 && (fds[i].events & (POLLIN | POLLRDNORM))) smcr::preload::epoll_fd_polled(fds[i].fd);
+}
+
+void before_select(int nfds, const fd_set* readfds) {
+  if (!readfds) return;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd)
+    if (FD_ISSET(fd, readfds)) smcr::preload::epoll_fd_polled(fd);
+}
+
 __attribute__((destructor)) void at_exit() {
   smcr::preload::flush_relays_at_exit(2000);
   // Close open SMC-R connections as the kernel closes TCP sockets at exit,
@@ -399,6 +430,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 
 int close(int fd) {
   REAL(close);
+  smcr::preload::epoll_forget_fd(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);
@@ -510,6 +542,7 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
 
 ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   REAL(sendmsg);
+  if (m && m->msg_controllen) fds_passed(m);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
   if (!c) return real_sendmsg(fd, m, flags);
@@ -531,6 +564,8 @@ int fcntl(int fd, int cmd, ...) {
   int rc = real_fcntl(fd, cmd, arg);
   if (rc < 0) return rc;
   if (cmd == F_SETFL) c->set_nonblocking(reinterpret_cast<intptr_t>(arg) & O_NONBLOCK);
+  // Signal-driven I/O waits for readiness without asking epoll.
+  if (cmd == F_SETFL && (reinterpret_cast<intptr_t>(arg) & O_ASYNC)) c->forbid_deferral();
   if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rc >= 0) {
     c->ref();
     c->add_user_fd();
@@ -709,6 +744,7 @@ int dup3(int oldfd, int newfd, int flags) {
     return -1;
   }
   ConnRef c(oldfd);
+  smcr::preload::epoll_forget_fd(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
   if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
@@ -972,6 +1008,79 @@ int execle(const char* path, const char* arg, ...) {
   std::vector<char*> args = collect_args(arg, ap, &envp);
   va_end(ap);
   return execve(path, args.data(), envp);
+}
+
+// --- epoll, and the other ways to wait for readiness (preload/epoll.h).
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
+  REAL(epoll_ctl);
+  return smcr::preload::epoll_ctl_hook(real_epoll_ctl, epfd, op, fd, ev);
+}
+
+int epoll_wait(int epfd, struct epoll_event* ev, int max, int timeout) {
+  REAL(epoll_pwait);
+  return smcr::preload::epoll_wait_hook(real_epoll_pwait, nullptr, epfd, ev, max,
+                                        timeout < 0 ? -1 : timeout * 1000000LL, nullptr);
+}
+
+int epoll_pwait(int epfd, struct epoll_event* ev, int max, int timeout, const sigset_t* mask) {
+  REAL(epoll_pwait);
+  return smcr::preload::epoll_wait_hook(real_epoll_pwait, nullptr, epfd, ev, max,
+                                        timeout < 0 ? -1 : timeout * 1000000LL, mask);
+}
+
+// Newer than the rest (glibc 2.35): looked up when first called, so that the
+// shim still loads where libc lacks it.
+int epoll_pwait2(int epfd, struct epoll_event* ev, int max, const struct timespec* ts, const sigset_t* mask) {
+  using Fn = smcr::preload::EpollPwait2Fn;
+  static std::atomic<Fn> slot{nullptr};
+  Fn real = slot.load(std::memory_order_relaxed);
+  if (!real) {
+    real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "epoll_pwait2"));
+    if (!real) {
+      errno = ENOSYS;
+      return -1;
+    }
+    slot.store(real, std::memory_order_relaxed);
+  }
+  if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) return real(epfd, ev, max, ts, mask);
+  REAL(epoll_pwait);
+  long long ns = ts ? ts->tv_sec * 1000000000LL + ts->tv_nsec : -1;
+  return smcr::preload::epoll_wait_hook(real_epoll_pwait, real, epfd, ev, max, ns, mask);
+}
+
+int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  REAL(poll);
+  before_poll(fds, n);
+  return real_poll(fds, n, timeout);
+}
+
+int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask) {
+  REAL(ppoll);
+  before_poll(fds, n);
+  return real_ppoll(fds, n, ts, mask);
+}
+
+int __poll_chk(struct pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
+  if (fdslen / sizeof(*fds) < n) __chk_fail();
+  return poll(fds, n, timeout);
+}
+
+int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask, size_t fdslen) {
+  if (fdslen / sizeof(*fds) < n) __chk_fail();
+  return ppoll(fds, n, ts, mask);
+}
+
+int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struct timeval* tv) {
+  REAL(select);
+  before_select(nfds, readfds);
+  return real_select(nfds, readfds, writefds, exceptfds, tv);
+}
+
+int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const struct timespec* ts,
+            const sigset_t* mask) {
+  REAL(pselect);
+  before_select(nfds, readfds);
+  return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);
 }
 
 int dup2(int oldfd, int newfd) {

@@ -14,7 +14,10 @@
 //   TCP_CORK, TCP_NODELAY, a v4-mapped address on a dual-stack listener,
 //   SIOCINQ/SIOCOUTQ, epoll_pwait, threads reading and writing one connection,
 //   and an accepted socket used at once (closed, dup2'ed over, non-blocking
-//   readiness, options, addresses and a first write).
+//   readiness, options, addresses and a first write); connections left
+//   unarmed by the epoll interposition (preload/epoll.h) then waited on by a
+//   sleeping epoll_wait, another thread, poll, select, a blocking read, a
+//   nested or another epoll set, and an epoll ping-pong.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -198,6 +201,189 @@ bool case_pwait_pwait2_ppoll_pselect() {
   FD_SET(p.a, &rs);
   bool ps = pselect(p.a + 1, &rs, nullptr, nullptr, &ts, nullptr) == 1 && FD_ISSET(p.a, &rs);
   return pw2 && pw && pp && ps;
+}
+
+// --- Parked connections (preload/epoll.h): a connection emptied by a read
+// while no thread sleeps on its epoll set is left unarmed under smc_run; every
+// other way of waiting must still see the next byte.
+
+// Registers p.a in a fresh epoll set, receives one message through it and
+// reads it, leaving the connection emptied with nobody asleep (parked).
+int park_in_epoll(Pair& p, uint32_t events = EPOLLIN) {
+  int ep = epoll_create1(0);
+  epoll_event e{events, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  send_str(p.b, "p");
+  char c;
+  if (wait_events(ep, 2000) != 1 || recv(p.a, &c, 1, MSG_DONTWAIT) != 1) {
+    close(ep);
+    return -1;
+  }
+  return ep;
+}
+
+// The peer writes `s` after `ms` milliseconds, from another thread.
+std::thread send_later(int fd, const char* s, int ms) {
+  return std::thread([fd, s, ms] {
+    usleep(ms * 1000);
+    send_str(fd, s);
+  });
+}
+
+bool read_is(int fd, const char* s) {
+  char buf[16] = {};
+  ssize_t n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(strlen(s)) && strcmp(buf, s) == 0;
+}
+
+bool case_parked_epoll_sleeper_wakes() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = park_in_epoll(p);
+  if (ep < 0) return false;
+  std::thread t = send_later(p.b, "later", 300);  // past any spin
+  bool woke = wait_events(ep, 5000) == 1;
+  t.join();
+  bool got = read_is(p.a, "later");
+  close(ep);
+  return woke && got;
+}
+
+// One thread asleep in epoll_wait; another empties the connection meanwhile:
+// the next message must still wake the sleeper (edge-triggered, so each
+// message is one event).
+bool case_parked_read_while_other_thread_sleeps() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLET, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  std::atomic<int> events{0};
+  std::thread sleeper([&] {
+    for (int i = 0; i < 2; ++i)
+      if (wait_events(ep, 3000) == 1) ++events;
+  });
+  usleep(100000);
+  send_str(p.b, "1");
+  usleep(100000);
+  bool first = read_is(p.a, "1");  // the sleeper is back asleep meanwhile
+  usleep(100000);
+  send_str(p.b, "2");
+  sleeper.join();
+  bool second = read_is(p.a, "2");
+  close(ep);
+  return first && second && events == 2;
+}
+
+bool case_parked_then_poll_select_read() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = park_in_epoll(p);
+  if (ep < 0) return false;
+  std::thread t1 = send_later(p.b, "a", 200);
+  pollfd pf{p.a, POLLIN, 0};
+  bool polled = poll(&pf, 1, 5000) == 1 && (pf.revents & POLLIN) && read_is(p.a, "a");
+  t1.join();
+  std::thread t2 = send_later(p.b, "b", 200);
+  fd_set rs;
+  FD_ZERO(&rs);
+  FD_SET(p.a, &rs);
+  timeval tv{5, 0};
+  bool selected = select(p.a + 1, &rs, nullptr, nullptr, &tv) == 1 && read_is(p.a, "b");
+  t2.join();
+  // A blocking read of a connection registered in an epoll set.
+  std::thread t3 = send_later(p.b, "c", 200);
+  char c = 0;
+  bool blocking_read = recv(p.a, &c, 1, 0) == 1 && c == 'c';
+  t3.join();
+  close(ep);
+  return polled && selected && blocking_read;
+}
+
+bool case_parked_then_nested_closed_moved() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  // Nested: the inner set is put into an outer one after the connection parked.
+  int inner = park_in_epoll(p);
+  if (inner < 0) return false;
+  int outer = epoll_create1(0);
+  epoll_event o{EPOLLIN, {.fd = inner}};
+  epoll_ctl(outer, EPOLL_CTL_ADD, inner, &o);
+  std::thread t1 = send_later(p.b, "n", 200);
+  bool nested = wait_events(outer, 5000) == 1 && read_is(p.a, "n");
+  t1.join();
+  close(outer);
+  close(inner);
+  // Removed from its set (DEL), then waited on through another one.
+  Pair q;
+  if (!make_pair(&q)) return false;
+  int ep1 = park_in_epoll(q);
+  if (ep1 < 0) return false;
+  epoll_ctl(ep1, EPOLL_CTL_DEL, q.a, nullptr);
+  int ep2 = epoll_create1(0);
+  epoll_event e{EPOLLIN, {.fd = q.a}};
+  epoll_ctl(ep2, EPOLL_CTL_ADD, q.a, &e);
+  std::thread t2 = send_later(q.b, "m", 200);
+  bool moved = wait_events(ep2, 5000) == 1 && read_is(q.a, "m");
+  t2.join();
+  bool idle_old = wait_events(ep1, 50) == 0;
+  close(ep1);
+  close(ep2);
+  // Its epoll set closed, then waited on with poll().
+  Pair r;
+  if (!make_pair(&r)) return false;
+  int ep3 = park_in_epoll(r);
+  if (ep3 < 0) return false;
+  close(ep3);
+  std::thread t3 = send_later(r.b, "k", 200);
+  pollfd pf{r.a, POLLIN, 0};
+  bool closed = poll(&pf, 1, 5000) == 1 && read_is(r.a, "k");
+  t3.join();
+  return nested && moved && idle_old && closed;
+}
+
+// Request and reply between two threads, each waiting in its own epoll set:
+// under smc_run the events come from memory (the stats count them).
+bool case_epoll_ping_pong() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  constexpr int kRounds = 3000;
+  std::atomic<bool> server_ok{true};
+  std::thread server([&] {
+    int ep = epoll_create1(0);
+    epoll_event e{EPOLLIN, {.fd = p.b}};
+    epoll_ctl(ep, EPOLL_CTL_ADD, p.b, &e);
+    for (int i = 0; i < kRounds; ++i) {
+      uint32_t v = 0;
+      if (wait_events(ep, 5000) != 1 || recv(p.b, &v, sizeof v, MSG_WAITALL) != sizeof v ||
+          v != static_cast<uint32_t>(i)) {
+        server_ok = false;
+        break;
+      }
+      v = ~v;
+      if (send(p.b, &v, sizeof v, MSG_NOSIGNAL) != sizeof v) {
+        server_ok = false;
+        break;
+      }
+    }
+    close(ep);
+  });
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN | EPOLLOUT, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  e.events = EPOLLIN;
+  epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &e);  // writable from the start: reads only
+  bool ok = true;
+  for (int i = 0; i < kRounds && ok && server_ok; ++i) {
+    uint32_t v = static_cast<uint32_t>(i);
+    uint32_t events = 0;
+    ok = send(p.a, &v, sizeof v, MSG_NOSIGNAL) == sizeof v && wait_events(ep, 5000, &events) == 1 &&
+         (events & EPOLLIN) && recv(p.a, &v, sizeof v, MSG_DONTWAIT) == sizeof v && v == ~static_cast<uint32_t>(i);
+  }
+  if (!ok) shutdown(p.a, SHUT_RDWR);
+  server.join();
+  close(ep);
+  return ok && server_ok;
 }
 
 bool case_rdhup() {
@@ -809,6 +995,11 @@ int main() {
       {"epoll_nested", case_nested},
       {"epoll_shared_by_threads", case_shared_epoll_threads},
       {"epoll_pwait_pwait2_ppoll_pselect", case_pwait_pwait2_ppoll_pselect},
+      {"parked_epoll_sleeper_wakes", case_parked_epoll_sleeper_wakes},
+      {"parked_read_while_other_thread_sleeps", case_parked_read_while_other_thread_sleeps},
+      {"parked_then_poll_select_blocking_read", case_parked_then_poll_select_read},
+      {"parked_then_nested_closed_or_moved", case_parked_then_nested_closed_moved},
+      {"epoll_ping_pong", case_epoll_ping_pong},
       {"rdhup_after_peer_shutdown", case_rdhup},
       {"hup_and_econnreset_after_abort", case_reset},
       {"data_before_reset_is_read_first", case_data_then_reset},

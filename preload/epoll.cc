@@ -1,0 +1,478 @@
+// See preload/epoll.h.
+#include "preload/epoll.h"
+
+#include <errno.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/connection.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "core/sys.h"
+#include "preload/fd_table.h"
+
+namespace smcr::preload {
+
+FdTable& fd_table();
+
+namespace {
+
+// Epoll sets and registered fds are followed up to this number; beyond it
+// epoll calls pass straight through (the connection is armed as usual).
+constexpr int kMaxTracked = 1 << 16;
+
+// How long epoll_wait watches parked connections before sleeping:
+// SMCR_EPOLL_SPIN_US (0: never), default kDefaultSpinUs.
+constexpr int kDefaultSpinUs = 50;
+int64_t spin_budget_ns() {
+  static const int64_t ns = int64_t{1000} * env_long("SMCR_EPOLL_SPIN_US", kDefaultSpinUs, 0, 10000);
+  return ns;
+}
+
+// SMCR_EPOLL_DEFER=0 turns parking off (connections armed as before).
+bool deferral_enabled() {
+  static const bool on = env_long("SMCR_EPOLL_DEFER", 1, 0, 1) != 0;
+  return on;
+}
+
+// Parked connections per epoll set at a time (see EpollGroup::park).
+constexpr size_t kMaxParked = 64;
+
+bool eligible(uint32_t events) {
+  return (events & EPOLLIN) && !(events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
+}
+
+class EpollGroup final : public ReadinessDeferral {
+ public:
+  explicit EpollGroup(int epfd) : epfd_(epfd), generation_(process_generation()) {}
+
+  bool current() const { return generation_ == process_generation(); }
+
+  bool park(Connection* c, int key) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (sleepers_ > 0 || disabled_) return false;
+    auto it = regs_.find(key);
+    if (it == regs_.end() || it->second.conn != c) return false;
+    if (!it->second.listed) {
+      // Every wait looks at each parked connection: a bounded few, the
+      // most recently active; the rest are armed as usual.
+      if (parked_.size() >= kMaxParked) return false;
+      it->second.listed = true;
+      parked_.push_back(key);
+      has_parked_.store(true, std::memory_order_relaxed);
+    }
+    return true;
+  }
+
+  // Takes a reference of `c` (the caller's).
+  void add(int fd, Connection* c, const epoll_event& ev) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      if (disabled_) {
+        c->unref();
+        return;
+      }
+      auto [it, fresh] = regs_.try_emplace(fd);
+      if (!fresh) {  // the number was reused without our seeing the close
+        c->unref();
+        return;
+      }
+      it->second.conn = c;
+      it->second.events = ev.events;
+      it->second.data = ev.data.u64;
+    }
+    if (!c->set_deferral(this, fd)) {
+      // In another epoll set too: neither parks it.
+      c->forbid_deferral();
+      remove(fd);
+    }
+  }
+
+  // Registered before the accepted connection was installed (the client's
+  // Confirm not read yet): added once it is.
+  void add_pending(int fd, const epoll_event& ev) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (disabled_) return;
+    pending_.emplace_back(fd, ev);
+    has_pending_.store(true, std::memory_order_relaxed);
+  }
+
+  void resolve_pending() {
+    if (!has_pending_.load(std::memory_order_relaxed)) return;
+    std::vector<std::pair<int, epoll_event>> ready;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      auto keep = std::remove_if(pending_.begin(), pending_.end(), [&](const auto& p) {
+        if (fd_table().has_conn(p.first)) {
+          ready.push_back(p);
+          return true;
+        }
+        return fd_table().kind(p.first) != kFdAccepting;  // fell back, or closed
+      });
+      pending_.erase(keep, pending_.end());
+      has_pending_.store(!pending_.empty(), std::memory_order_relaxed);
+    }
+    for (auto& [fd, ev] : ready) {
+      Connection* c = fd_table().get(fd);
+      if (!c) continue;
+      if (c->deferrable()) add(fd, c, ev);
+      else c->unref();
+    }
+  }
+
+  // EPOLL_CTL_MOD of a registered fd; false if it is not registered here.
+  bool modify(int fd, const epoll_event& ev) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (auto& p : pending_)
+        if (p.first == fd) p.second = ev;
+      auto it = regs_.find(fd);
+      if (it == regs_.end()) return false;
+      if (eligible(ev.events)) {
+        it->second.events = ev.events;
+        it->second.data = ev.data.u64;
+        return true;
+      }
+    }
+    remove(fd);
+    return true;
+  }
+
+  void remove(int fd) {
+    Connection* c = nullptr;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [&](const auto& p) { return p.first == fd; }),
+                     pending_.end());
+      auto it = regs_.find(fd);
+      if (it == regs_.end()) return;
+      c = it->second.conn;
+      if (it->second.listed) parked_.erase(std::find(parked_.begin(), parked_.end(), fd));
+      regs_.erase(it);
+    }
+    c->set_deferral(nullptr, -1);
+    c->unref();
+  }
+
+  // The epoll set was closed: everything forgotten, the group reusable.
+  void reset() {
+    std::vector<Connection*> conns;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (auto& [fd, reg] : regs_) conns.push_back(reg.conn);
+      regs_.clear();
+      parked_.clear();
+      pending_.clear();
+      has_parked_.store(false);
+      has_pending_.store(false);
+      disabled_ = false;
+      misses_.store(0);
+      skip_.store(0);
+    }
+    for (Connection* c : conns) {
+      c->set_deferral(nullptr, -1);
+      c->unref();
+    }
+  }
+
+  // Something may sleep on this epoll set without asking us (nested in
+  // another, or polled): nothing is parked in it again.
+  void disable() {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      if (disabled_) return;
+      disabled_ = true;
+      pending_.clear();
+      has_pending_.store(false);
+    }
+    arm_parked();
+  }
+
+  // Events of parked connections that have data, into out[0..max).
+  int collect(epoll_event* out, int max) {
+    if (!has_parked_.load(std::memory_order_relaxed)) return 0;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    int n = 0;
+    bool dropped = false;
+    for (size_t i = 0; i < parked_.size(); ++i) {
+      auto it = regs_.find(parked_[i]);
+      if (it == regs_.end()) continue;
+      Registration& reg = it->second;
+      bool writable = false;
+      switch (reg.conn->poll_parked(this, &writable)) {
+        case Connection::Parked::kGone:
+          reg.listed = false;
+          dropped = true;
+          break;
+        case Connection::Parked::kReadable:
+          if (n < max) {
+            out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) |
+                            (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
+            out[n].data.u64 = reg.data;
+            ++n;
+          }
+          break;
+        case Connection::Parked::kBusy:
+        case Connection::Parked::kEmpty:
+          break;
+      }
+    }
+    if (dropped) {
+      parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                                   [&](int fd) {
+                                     auto it = regs_.find(fd);
+                                     return it == regs_.end() || !it->second.listed;
+                                   }),
+                    parked_.end());
+      has_parked_.store(!parked_.empty(), std::memory_order_relaxed);
+    }
+    if (n) counters().epoll_from_memory.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    return n;
+  }
+
+  bool has_parked() const { return has_parked_.load(std::memory_order_relaxed); }
+
+  // A thread is about to sleep in the kernel: no connection stays parked.
+  void before_sleep() {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      ++sleepers_;
+    }
+    arm_parked();
+  }
+  void after_sleep() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    --sleepers_;
+  }
+
+  // Adaptive, as a blocking read's spin: after a few spins that saw nothing
+  // (a peer slow to answer), sleep at once for a while.
+  bool spin_worth() {
+    uint32_t skip = skip_.load(std::memory_order_relaxed);
+    if (skip > 0) {
+      skip_.store(skip - 1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void spin_hit() { misses_.store(0, std::memory_order_relaxed); }
+  void spin_missed() {
+    uint32_t m = misses_.load(std::memory_order_relaxed);
+    if (m < 6) misses_.store(++m, std::memory_order_relaxed);
+    if (m >= 3) skip_.store(1u << m, std::memory_order_relaxed);
+  }
+
+ private:
+  struct Registration {
+    Connection* conn = nullptr;  // referenced
+    uint32_t events = 0;
+    uint64_t data = 0;
+    bool listed = false;  // in parked_
+  };
+
+  void arm_parked() {
+    std::vector<Connection*> conns;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (int fd : parked_) {
+        auto it = regs_.find(fd);
+        if (it == regs_.end()) continue;
+        it->second.listed = false;
+        it->second.conn->ref();
+        conns.push_back(it->second.conn);
+      }
+      parked_.clear();
+      has_parked_.store(false, std::memory_order_relaxed);
+    }
+    for (Connection* c : conns) {
+      c->arm_deferred(this);
+      c->unref();
+    }
+  }
+
+  [[maybe_unused]] int epfd_;
+  uint64_t generation_;
+  // Recursive: a connection examined under it (collect) may process a CDC
+  // that parks it again.
+  std::recursive_mutex mu_;
+  std::unordered_map<int, Registration> regs_;
+  std::vector<int> parked_;
+  std::vector<std::pair<int, epoll_event>> pending_;
+  std::atomic<bool> has_parked_{false}, has_pending_{false};
+  int sleepers_ = 0;
+  bool disabled_ = false;
+  std::atomic<uint32_t> misses_{0}, skip_{0};
+};
+
+// Never freed: a group is reused by the next epoll set with its number, so
+// a stale pointer held by a racing call stays valid memory.
+std::atomic<EpollGroup*> g_groups[kMaxTracked];
+// epfd + 1 of the group an SMC-R fd is registered in (0: none).
+std::atomic<int> g_registered_in[kMaxTracked];
+
+bool tracked(int fd) { return fd >= 0 && fd < kMaxTracked; }
+
+EpollGroup* group_of(int epfd) {
+  if (!tracked(epfd)) return nullptr;
+  EpollGroup* g = g_groups[epfd].load(std::memory_order_acquire);
+  return g && g->current() ? g : nullptr;
+}
+
+EpollGroup* group_for_add(int epfd) {
+  if (EpollGroup* g = group_of(epfd)) return g;
+  auto* fresh = new EpollGroup(epfd);
+  EpollGroup* old = g_groups[epfd].load(std::memory_order_acquire);
+  // A group inherited from the parent process is left alone (its
+  // connections are the parent's); this process gets its own.
+  if (old && old->current()) {
+    delete fresh;
+    return old;
+  }
+  if (!g_groups[epfd].compare_exchange_strong(old, fresh, std::memory_order_acq_rel)) {
+    delete fresh;
+    return old && old->current() ? old : nullptr;
+  }
+  return fresh;
+}
+
+int ms_of(long long ns) {
+  if (ns < 0) return -1;
+  long long ms = (ns + 999999) / 1000000;
+  return ms > 0x7fffffff ? 0x7fffffff : static_cast<int>(ms);
+}
+
+}  // namespace
+
+int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event* ev) {
+  int rc = real(epfd, op, fd, ev);
+  if (rc != 0 || !tracked(epfd) || !tracked(fd)) return rc;
+  int saved = errno;
+  if (op == EPOLL_CTL_ADD) {
+    if (EpollGroup* inner = group_of(fd)) inner->disable();  // nested epoll set
+  }
+  if (!deferral_enabled()) return rc;
+  if (op == EPOLL_CTL_DEL) {
+    if (g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
+      g_registered_in[fd].store(0, std::memory_order_relaxed);
+      if (EpollGroup* g = group_of(epfd)) g->remove(fd);
+    }
+    errno = saved;
+    return rc;
+  }
+  if (!ev) return rc;
+  bool smc = fd_table().has_conn(fd);
+  bool accepting = !smc && fd_table().kind(fd) == kFdAccepting;
+  if (!smc && !accepting) return rc;
+  if (op == EPOLL_CTL_MOD && g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
+    EpollGroup* g = group_of(epfd);
+    if (g && g->modify(fd, *ev)) {
+      if (!eligible(ev->events)) g_registered_in[fd].store(0, std::memory_order_relaxed);
+      errno = saved;
+      return rc;
+    }
+    g_registered_in[fd].store(0, std::memory_order_relaxed);
+  }
+  // A MOD of an fd not followed yet (it was not eligible) counts as an ADD.
+  if (!eligible(ev->events)) return rc;
+  int prev = g_registered_in[fd].load(std::memory_order_relaxed);
+  if (prev != 0 && prev != epfd + 1) {
+    // A second epoll set: nobody parks it.
+    if (Connection* c = fd_table().get(fd)) {
+      c->forbid_deferral();
+      c->unref();
+    }
+    errno = saved;
+    return rc;
+  }
+  EpollGroup* g = group_for_add(epfd);
+  if (!g) return rc;
+  g_registered_in[fd].store(epfd + 1, std::memory_order_relaxed);
+  if (accepting) {
+    g->add_pending(fd, *ev);
+  } else if (Connection* c = fd_table().get(fd)) {
+    if (c->deferrable()) g->add(fd, c, *ev);
+    else c->unref();
+  }
+  errno = saved;
+  return rc;
+}
+
+int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct epoll_event* events,
+                    int maxevents, long long timeout_ns, const sigset_t* mask) {
+  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
+    if (!pwait2) return pwait(epfd, out, max, ms_of(ns), mask);
+    timespec ts{};
+    if (ns >= 0) ts = timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    return pwait2(epfd, out, max, ns < 0 ? nullptr : &ts, mask);
+  };
+  EpollGroup* g = group_of(epfd);
+  if (!g || maxevents <= 0) return wait_kernel(events, maxevents, timeout_ns);
+  g->resolve_pending();
+  int n = g->collect(events, maxevents);
+  // The kernel's events every time: other fds are never starved.
+  int k = wait_kernel(events + n, maxevents - n, 0);
+  if (k < 0) return n > 0 ? n : k;
+  if (n + k > 0 || timeout_ns == 0) return n + k;
+  int64_t start = sys::now_ns();
+  int64_t budget = spin_budget_ns();
+  if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
+  if (budget > 0 && g->spin_worth()) {
+    int64_t deadline = start + budget;
+    for (uint32_t i = 1;; ++i) {
+      for (int p = 0; p < 8; ++p) __builtin_ia32_pause();
+      if (g->has_parked()) {
+        n = g->collect(events, maxevents);
+        if (n > 0) {
+          g->spin_hit();
+          return n;
+        }
+      }
+      if ((i & 15) == 0) {
+        k = wait_kernel(events, maxevents, 0);
+        if (k != 0) {
+          if (k > 0) g->spin_hit();
+          return k;
+        }
+        if (sys::now_ns() > deadline) break;
+      }
+    }
+    g->spin_missed();
+  }
+  g->before_sleep();
+  long long left = timeout_ns;
+  if (left > 0) left = std::max<long long>(0, left - (sys::now_ns() - start));
+  n = wait_kernel(events, maxevents, left);
+  int saved = errno;
+  g->after_sleep();
+  errno = saved;
+  return n;
+}
+
+void epoll_forget_fd(int fd) {
+  if (!tracked(fd)) return;
+  if (EpollGroup* g = g_groups[fd].load(std::memory_order_acquire)) {
+    if (g->current()) g->reset();
+    else g_groups[fd].store(nullptr, std::memory_order_release);  // the parent's: left to it
+  }
+  int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
+  if (in > 0)
+    if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
+}
+
+void epoll_fd_polled(int fd) {
+  if (tracked(fd))
+    if (EpollGroup* g = group_of(fd)) g->disable();
+  if (!fd_table().has_conn(fd)) return;
+  if (Connection* c = fd_table().get(fd)) {
+    c->forbid_deferral();
+    c->unref();
+  }
+}
+
+}  // namespace smcr::preload
