@@ -204,6 +204,8 @@ void Connection::reset_fields() {
   deferral_key_ = -1;
   parked_ = false;
   deferral_forbidden_.store(false);
+  tcp_cork_.store(-1);
+  tcp_nodelay_.store(-1);
   spin_misses_ = 0;
   spin_skip_ = 0;
   tx_published_prod_ = tx_published_cons_ = cdc::Cursor{};

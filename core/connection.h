@@ -146,6 +146,13 @@ class Connection {
   uint32_t reported_rcvbuf();
   uint32_t reported_sndbuf();
 
+  // TCP_CORK / TCP_NODELAY as the application last set them (-1: never;
+  // ask the TCP socket). They change nothing on the SMC-R data path (a
+  // write is visible to the peer at once, and there is nothing for the TCP
+  // socket to send), so setting them costs no system call; getsockopt
+  // reports them back.
+  std::atomic<int8_t>& tcp_flag(bool cork) { return cork ? tcp_cork_ : tcp_nodelay_; }
+
   // --- deferred arming (ReadinessDeferral above) ---
   // Whether the connection can be parked at all (CDCs through memory).
   bool deferrable();
@@ -354,6 +361,7 @@ class Connection {
   int deferral_key_ = -1;
   bool parked_ = false;            // unarmed and empty: deferral_ arms before sleeping
   std::atomic<bool> deferral_forbidden_{false};
+  std::atomic<int8_t> tcp_cork_{-1}, tcp_nodelay_{-1};
   uint8_t spin_misses_ = 0;        // spins in a row that saw nothing
   uint32_t spin_skip_ = 0;         // blocking reads left that sleep without spinning
   cdc::Cursor tx_published_prod_, tx_published_cons_;

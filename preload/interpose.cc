@@ -654,6 +654,12 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
     }
     return rc;
   }
+  if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) && val && len >= sizeof(int)) {
+    int v;
+    memcpy(&v, val, sizeof v);
+    c->tcp_flag(name == TCP_CORK).store(v != 0, std::memory_order_relaxed);
+    return 0;
+  }
   int rc = real_setsockopt(c->tcp_fd(), level, name, val, len);
   if (rc != 0 || level != SOL_SOCKET) return rc;
   // An RMB keeps its size for the connection's life (it would take a new
@@ -677,6 +683,13 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_getsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
+  if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) && val && len && *len >= sizeof(int))
+    if (int8_t v = c->tcp_flag(name == TCP_CORK).load(std::memory_order_relaxed); v >= 0) {
+      int out = v;
+      memcpy(val, &out, sizeof out);
+      *len = sizeof out;
+      return 0;
+    }
   int rc = real_getsockopt(c->tcp_fd(), level, name, val, len);
   if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= sizeof(int)) {
     // One pending error, reported once by whichever of recv, send and

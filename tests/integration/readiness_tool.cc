@@ -761,13 +761,20 @@ bool case_cork_more_nodelay_mapped() {
   char buf[8] = {};
   bool more = send(p.b, "ab", 2, MSG_MORE) == 2 && send(p.b, "cd", 2, 0) == 2 &&
               recv(p.a, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "abcd", 4) == 0;
-  int on = 1, off = 0, v = -1;
+  int on = 1, off = 0, v = -1, corked = -1, uncorked = -1, nodelay_before = -1;
   socklen_t vl = sizeof v;
-  bool cork = setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0 && send(p.b, "ef", 2, 0) == 2 &&
-              setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0 &&
-              recv(p.a, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "ef", 2) == 0;
-  bool nodelay = setsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0 &&
-                 getsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0 && v == 1;
+  auto get = [](int fd, int name, int* out) {
+    socklen_t l = sizeof *out;
+    return getsockopt(fd, IPPROTO_TCP, name, out, &l) == 0 && l == sizeof *out;
+  };
+  bool cork = setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0 && get(p.b, TCP_CORK, &corked) &&
+              corked == 1 && send(p.b, "ef", 2, 0) == 2 &&
+              setsockopt(p.b, IPPROTO_TCP, TCP_CORK, &off, sizeof off) == 0 && get(p.b, TCP_CORK, &uncorked) &&
+              uncorked == 0 && recv(p.a, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "ef", 2) == 0;
+  bool nodelay = get(p.a, TCP_NODELAY, &nodelay_before) && nodelay_before == 0 &&
+                 setsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0 &&
+                 getsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0 && v == 1 &&
+                 setsockopt(p.a, IPPROTO_TCP, TCP_NODELAY, &on, 1) == -1 && errno == EINVAL;
   // v4-mapped
   int l = socket(AF_INET6, SOCK_STREAM, 0);
   setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
