@@ -19,13 +19,6 @@ constexpr uint8_t kPeerConnClosed = 0x40;
 constexpr uint8_t kPeerConnAbort = 0x20;
 
 // Each cursor is reserved(2) | wrap(2) | offset(4).
-template <typename Writer>
-void write_cursor(Writer& w, const Cursor& c) {
-  w.zeros(2);
-  w.be16(c.wrap);
-  w.be32(c.offset);
-}
-
 Cursor read_cursor(WireReader& r) {
   r.skip(2);
   Cursor c;
@@ -37,27 +30,28 @@ Cursor read_cursor(WireReader& r) {
 }  // namespace
 
 std::array<uint8_t, kMessageLen> encode(const Message& m) {
-  // Built for every data message: no allocation.
-  BasicWireWriter<FixedBytes<kMessageLen>> w;
-  w.u8(kType);
-  w.u8(static_cast<uint8_t>(kMessageLen));
-  w.be16(m.seq);
-  w.be32(m.alert_token);
-  write_cursor(w, m.producer);
-  write_cursor(w, m.consumer);
-  const Flags& f = m.flags;
-  w.u8(static_cast<uint8_t>((f.writer_blocked ? kWriterBlocked : 0) |
-                            (f.urgent_pending ? kUrgentPending : 0) |
-                            (f.urgent_present ? kUrgentPresent : 0) |
-                            (f.request_update ? kRequestUpdate : 0) |
-                            (f.failover_validation ? kFailoverValidation : 0)));
-  w.u8(static_cast<uint8_t>((f.peer_done_writing ? kPeerDoneWriting : 0) |
-                            (f.peer_conn_closed ? kPeerConnClosed : 0) |
-                            (f.peer_conn_abort ? kPeerConnAbort : 0)));
-  w.zeros(kMessageLen - w.size());
-
+  // Built for every data message (a write through memory publishes one):
+  // each field stored at its fixed offset (RFC 7609 A.4), reserved bytes zero.
   std::array<uint8_t, kMessageLen> out{};
-  std::copy_n(w.buffer().begin(), kMessageLen, out.begin());
+  auto put_be = [&out](size_t at, uint32_t v, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[at + i] = static_cast<uint8_t>(v >> (8 * (n - 1 - i)));
+  };
+  out[0] = kType;
+  out[1] = static_cast<uint8_t>(kMessageLen);
+  put_be(2, m.seq, 2);
+  put_be(4, m.alert_token, 4);
+  // Each cursor is reserved(2) | wrap(2) | offset(4): the producer's at 8,
+  // the consumer's at 16.
+  put_be(10, m.producer.wrap, 2);
+  put_be(12, m.producer.offset, 4);
+  put_be(18, m.consumer.wrap, 2);
+  put_be(20, m.consumer.offset, 4);
+  const Flags& f = m.flags;
+  out[24] = static_cast<uint8_t>((f.writer_blocked ? kWriterBlocked : 0) | (f.urgent_pending ? kUrgentPending : 0) |
+                                 (f.urgent_present ? kUrgentPresent : 0) | (f.request_update ? kRequestUpdate : 0) |
+                                 (f.failover_validation ? kFailoverValidation : 0));
+  out[25] = static_cast<uint8_t>((f.peer_done_writing ? kPeerDoneWriting : 0) |
+                                 (f.peer_conn_closed ? kPeerConnClosed : 0) | (f.peer_conn_abort ? kPeerConnAbort : 0));
   return out;
 }
 
