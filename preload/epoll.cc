@@ -165,7 +165,11 @@ class EpollGroup final : public ReadinessDeferral {
     std::vector<Connection*> conns;
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
-      for (auto& [fd, reg] : regs_) conns.push_back(reg.conn);
+      for (auto& [fd, reg] : regs_) {
+        conns.push_back(reg.conn);
+        forget_registration(fd);
+      }
+      for (auto& p : pending_) forget_registration(p.first);
       regs_.clear();
       parked_.clear();
       pending_.clear();
@@ -276,6 +280,9 @@ class EpollGroup final : public ReadinessDeferral {
     bool listed = false;  // in parked_
   };
 
+  // The fd is in no followed epoll set any more (its set was closed).
+  void forget_registration(int fd);
+
   void arm_parked() {
     std::vector<Connection*> conns;
     {
@@ -296,7 +303,7 @@ class EpollGroup final : public ReadinessDeferral {
     }
   }
 
-  [[maybe_unused]] int epfd_;
+  int epfd_;
   uint64_t generation_;
   // Recursive: a connection examined under it (collect) may process a CDC
   // that parks it again.
@@ -317,6 +324,11 @@ std::atomic<EpollGroup*> g_groups[kMaxTracked];
 std::atomic<int> g_registered_in[kMaxTracked];
 
 bool tracked(int fd) { return fd >= 0 && fd < kMaxTracked; }
+
+void EpollGroup::forget_registration(int fd) {
+  int mine = epfd_ + 1;
+  if (tracked(fd)) g_registered_in[fd].compare_exchange_strong(mine, 0, std::memory_order_relaxed);
+}
 
 EpollGroup* group_of(int epfd) {
   if (!tracked(epfd)) return nullptr;
@@ -415,6 +427,7 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   if (!g || maxevents <= 0) return wait_kernel(events, maxevents, timeout_ns);
   g->resolve_pending();
   int n = g->collect(events, maxevents);
+  if (n == maxevents) return n;
   // The kernel's events every time: other fds are never starved.
   int k = wait_kernel(events + n, maxevents - n, 0);
   if (k < 0) return n > 0 ? n : k;
@@ -422,7 +435,8 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   int64_t start = sys::now_ns();
   int64_t budget = spin_budget_ns();
   if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
-  if (budget > 0 && g->spin_worth()) {
+  // Watching pays only for connections whose data would not ring.
+  if (budget > 0 && g->has_parked() && g->spin_worth()) {
     int64_t deadline = start + budget;
     for (uint32_t i = 1;; ++i) {
       for (int p = 0; p < 8; ++p) __builtin_ia32_pause();
@@ -460,6 +474,7 @@ void epoll_forget_fd(int fd) {
     if (g->current()) g->reset();
     else g_groups[fd].store(nullptr, std::memory_order_release);  // the parent's: left to it
   }
+  if (g_registered_in[fd].load(std::memory_order_relaxed) == 0) return;
   int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
   if (in > 0)
     if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
