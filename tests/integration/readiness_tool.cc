@@ -17,7 +17,8 @@
 //   readiness, options, addresses and a first write); connections left
 //   unarmed by the epoll interposition (preload/epoll.h) then waited on by a
 //   sleeping epoll_wait, another thread, poll, select, a blocking read, a
-//   nested or another epoll set, and an epoll ping-pong.
+//   nested or another epoll set, an epoll ping-pong, and a stress hunting
+//   lost wake-ups (one or two threads waiting on eight connections).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -384,6 +385,80 @@ bool case_epoll_ping_pong() {
   server.join();
   close(ep);
   return ok && server_ok;
+}
+
+// Lost wake-ups, hunted: eight connections in one epoll set, one or two
+// threads waiting on it and reading whatever it reports, a writer sending one byte
+// at a time with irregular pauses (some inside the epoll spin, some past
+// it) and waiting for each byte to be read before the next. A wake-up lost
+// anywhere (a connection left parked while a thread sleeps) shows as a byte
+// not read within two seconds.
+int64_t now_us() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t{t.tv_sec} * 1000000 + t.tv_nsec / 1000;
+}
+
+bool epoll_parked_stress(int readers) {
+  constexpr int kConns = 8, kMessages = 1500;
+  std::vector<Pair> pairs(kConns);
+  for (Pair& p : pairs)
+    if (!make_pair(&p)) return false;
+  int ep = epoll_create1(0);
+  for (int i = 0; i < kConns; ++i) {
+    fcntl(pairs[i].a, F_SETFL, fcntl(pairs[i].a, F_GETFL) | O_NONBLOCK);
+    epoll_event e{EPOLLIN, {.u32 = static_cast<uint32_t>(i)}};
+    epoll_ctl(ep, EPOLL_CTL_ADD, pairs[i].a, &e);
+  }
+  // Readers wait without a timeout (one would hide a lost wake-up); a pipe
+  // in the set tells them to stop.
+  int stop_pipe[2];
+  if (pipe(stop_pipe) != 0) return false;
+  epoll_event stop_event{EPOLLIN, {.u32 = 1000}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, stop_pipe[0], &stop_event);
+  std::atomic<int> received{0};
+  std::atomic<bool> done{false};
+  auto reader = [&] {
+    epoll_event evs[4];
+    while (!done.load()) {
+      int n = epoll_wait(ep, evs, 4, -1);
+      for (int k = 0; k < n; ++k) {
+        if (evs[k].data.u32 == 1000) continue;
+        char buf[64];
+        ssize_t r;
+        while ((r = recv(pairs[evs[k].data.u32].a, buf, sizeof buf, MSG_DONTWAIT)) > 0) received += static_cast<int>(r);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < readers; ++t) threads.emplace_back(reader);
+  unsigned seed = 12345;
+  bool ok = true;
+  for (int m = 0; m < kMessages && ok; ++m) {
+    seed = seed * 1103515245u + 12345u;
+    // Mostly inside the epoll spin (50 us; waited for busily, as a sleep
+    // lasts 50 us at least), one in four past it.
+    bool long_pause = (seed >> 12) % 4 == 0;
+    int pause_us = static_cast<int>((seed >> 16) % (long_pause ? 400 : 40));
+    if (long_pause) usleep(pause_us);
+    else for (int64_t until = now_us() + pause_us; now_us() < until;) {
+    }
+    ok = send_str(pairs[(seed >> 8) % kConns].b, "x");
+    int64_t give_up = now_us() + 2000000;
+    while (ok && received.load() < m + 1) {
+      if (now_us() > give_up) {
+        fprintf(stderr, "epoll_parked_stress: byte %d not read within 2 s\n", m);
+        ok = false;
+      }
+    }
+  }
+  done = true;
+  if (write(stop_pipe[1], "s", 1) != 1) return false;
+  for (std::thread& t : threads) t.join();
+  close(ep);
+  close(stop_pipe[0]);
+  close(stop_pipe[1]);
+  return ok && received.load() == kMessages;
 }
 
 bool case_rdhup() {
@@ -1007,6 +1082,8 @@ int main() {
       {"parked_then_poll_select_blocking_read", case_parked_then_poll_select_read},
       {"parked_then_nested_closed_or_moved", case_parked_then_nested_closed_moved},
       {"epoll_ping_pong", case_epoll_ping_pong},
+      {"epoll_parked_stress_one_reader", [] { return epoll_parked_stress(1); }},
+      {"epoll_parked_stress_two_readers", [] { return epoll_parked_stress(2); }},
       {"rdhup_after_peer_shutdown", case_rdhup},
       {"hup_and_econnreset_after_abort", case_reset},
       {"data_before_reset_is_read_first", case_data_then_reset},
