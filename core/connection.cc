@@ -204,6 +204,7 @@ void Connection::reset_fields() {
   deferral_key_ = -1;
   parked_ = false;
   deferral_forbidden_.store(false);
+  readers_asleep_ = 0;
   tcp_cork_.store(-1);
   tcp_nodelay_.store(-1);
   spin_misses_ = 0;
@@ -600,7 +601,7 @@ void Connection::clear_readable_locked(bool will_sleep) {
 
 void Connection::arm_readable_locked(bool will_sleep) {
   if (!rx_control_ || rd_armed_ || rd_owed_ > 0 || engine_end_ < 0) return;
-  if (!will_sleep && (parked_ || (deferral_ && deferral_->park(this, deferral_key_)))) {
+  if (!will_sleep && readers_asleep_ == 0 && (parked_ || (deferral_ && deferral_->park(this, deferral_key_)))) {
     // Unarmed: the peer will not ring. What it published already is ours now.
     parked_ = true;
     pull_cdc_locked();
@@ -632,7 +633,8 @@ bool Connection::set_deferral(ReadinessDeferral* d, int key) {
   // Armed with nothing to read (an event loop that registers the fd anew
   // for each reply): the arming is taken back, unless the peer has already
   // claimed it, and the connection parked as if a read had just emptied it.
-  if (d && rd_armed_ && rd_owed_ == 0 && !in_reader_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) {
+  if (d && rd_armed_ && rd_owed_ == 0 && !in_reader_ && readers_asleep_ == 0 &&
+      rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) {
     rd_armed_ = false;
     if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) ++rd_owed_;  // its byte is on the way
     settle_readable_locked();
@@ -1071,10 +1073,12 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     int fd = app_fd_;
     int timeout = rcvtimeo_ms_;
     in_reader_ = false;
+    ++readers_asleep_;
     lock.unlock();
     int r = wait_fd(fd, POLLIN, timeout);
     int saved = errno;
     lock.lock();
+    --readers_asleep_;
     in_reader_ = true;
     if (r == 0) {
       if (done) return static_cast<ssize_t>(done);

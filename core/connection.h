@@ -360,6 +360,7 @@ class Connection {
   ReadinessDeferral* deferral_ = nullptr;  // who arms for us (set_deferral)
   int deferral_key_ = -1;
   bool parked_ = false;            // unarmed and empty: deferral_ arms before sleeping
+  uint16_t readers_asleep_ = 0;    // blocking reads waiting on the fd (never parked meanwhile)
   std::atomic<bool> deferral_forbidden_{false};
   std::atomic<int8_t> tcp_cork_{-1}, tcp_nodelay_{-1};
   uint8_t spin_misses_ = 0;        // spins in a row that saw nothing

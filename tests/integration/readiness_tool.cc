@@ -343,6 +343,38 @@ bool case_parked_then_nested_closed_moved() {
   return nested && moved && idle_old && closed;
 }
 
+// A thread asleep in a blocking read while another registers the fd with
+// epoll (and does not wait on it): the read must still get the data.
+bool case_blocking_reader_then_epoll_registration() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  char c = 0;
+  ssize_t got = -1;
+  std::thread reader([&] { got = recv(p.a, &c, 1, 0); });
+  usleep(100000);  // asleep in recv by now
+  int ep = epoll_create1(0);
+  epoll_event e{EPOLLIN, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &e);
+  std::thread t = send_later(p.b, "b", 200);
+  timespec start{}, now{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  bool in_time = false;
+  for (;;) {
+    if (got >= 0) {
+      in_time = true;
+      break;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 3) break;
+    usleep(10000);
+  }
+  if (!in_time) shutdown(p.b, SHUT_RDWR);  // the case has failed: end-of-file unblocks the reader
+  t.join();
+  reader.join();
+  close(ep);
+  return in_time && got == 1 && c == 'b';
+}
+
 // Request and reply between two threads, each waiting in its own epoll set:
 // under smc_run the events come from memory (the stats count them).
 bool case_epoll_ping_pong() {
@@ -1081,6 +1113,7 @@ int main() {
       {"parked_read_while_other_thread_sleeps", case_parked_read_while_other_thread_sleeps},
       {"parked_then_poll_select_blocking_read", case_parked_then_poll_select_read},
       {"parked_then_nested_closed_or_moved", case_parked_then_nested_closed_moved},
+      {"blocking_reader_then_epoll_registration", case_blocking_reader_then_epoll_registration},
       {"epoll_ping_pong", case_epoll_ping_pong},
       {"epoll_parked_stress_one_reader", [] { return epoll_parked_stress(1); }},
       {"epoll_parked_stress_two_readers", [] { return epoll_parked_stress(2); }},
