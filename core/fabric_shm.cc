@@ -1,5 +1,7 @@
 #include "core/fabric_shm.h"
 
+#include "core/connection.h"  // process_generation
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -74,7 +76,7 @@ ShmIdentity make_identity() {
 
 struct IdentityCache {
   std::mutex mu;
-  pid_t pid = 0;
+  uint64_t generation = 0;  // process_generation() + 1 when made; 0: not yet
   ShmIdentity id;
 };
 
@@ -160,10 +162,12 @@ bool wait_readable(int fd, int64_t deadline_ms) {
 const ShmIdentity& shm_identity() {
   static IdentityCache* cache = new IdentityCache();
   std::lock_guard<std::mutex> lock(cache->mu);
-  pid_t pid = getpid();
-  if (cache->pid != pid) {
+  // Made anew in a forked child (the identity names the process), without a
+  // getpid() system call per connection.
+  uint64_t here = process_generation() + 1;
+  if (cache->generation != here) {
     cache->id = make_identity();
-    cache->pid = pid;
+    cache->generation = here;
   }
   return cache->id;
 }
@@ -382,14 +386,14 @@ ShmRendezvous& ShmRendezvous::instance() {
 
 int ShmRendezvous::listener_fd() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (listen_fd_ >= 0 && owner_pid_ != getpid()) {
+  if (listen_fd_ >= 0 && owner_generation_ != process_generation() + 1) {
     // Inherited over fork: that socket is bound to the parent's GID.
     sys::close(listen_fd_);
     listen_fd_ = -1;
     pending_.clear();
   }
   if (listen_fd_ >= 0) return listen_fd_;
-  owner_pid_ = getpid();
+  owner_generation_ = process_generation() + 1;
   int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return -1;
   socklen_t len;

@@ -122,7 +122,7 @@ class ShmRendezvous {
   std::mutex mu_;
   std::condition_variable cv_;
   int listen_fd_ = -1;
-  pid_t owner_pid_ = 0;
+  uint64_t owner_generation_ = 0;  // process_generation() + 1 of the process that bound it
   std::map<uint32_t, Pending> pending_;
 };
 

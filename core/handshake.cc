@@ -307,10 +307,7 @@ void fill_ip_area_uncached(sockaddr_storage ss, clc::Proposal* p) {
 
 // The interface table is read (two netlink dumps) at most once a second per
 // local address: a client opening many connections asks the same question.
-void fill_ip_area(int fd, clc::Proposal* p) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return;
+void fill_ip_area(const sockaddr_storage& ss, clc::Proposal* p) {
   struct Cached {
     sockaddr_storage addr{};
     int64_t at_ms = 0;
@@ -394,18 +391,19 @@ bool local_address(int fd, sockaddr_storage* ss) {
 }
 
 // Is the TCP peer a process of this host (loopback, or one of our addresses)?
-bool peer_is_this_host(int fd) {
-  sockaddr_storage peer{}, local{};
+bool peer_is_this_host(int fd, const sockaddr_storage& local) {
+  sockaddr_storage peer{};
   socklen_t len = sizeof peer;
-  if (sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || !local_address(fd, &local)) return false;
+  if (sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.ss_family != local.ss_family)
+    return false;
   if (peer.ss_family == AF_INET) {
     auto* p = reinterpret_cast<sockaddr_in*>(&peer);
-    auto* l = reinterpret_cast<sockaddr_in*>(&local);
+    auto* l = reinterpret_cast<const sockaddr_in*>(&local);
     return (ntohl(p->sin_addr.s_addr) >> 24) == 127 || p->sin_addr.s_addr == l->sin_addr.s_addr;
   }
   if (peer.ss_family == AF_INET6) {
     auto* p = reinterpret_cast<sockaddr_in6*>(&peer);
-    auto* l = reinterpret_cast<sockaddr_in6*>(&local);
+    auto* l = reinterpret_cast<const sockaddr_in6*>(&local);
     return IN6_IS_ADDR_LOOPBACK(&p->sin6_addr) || std::memcmp(&p->sin6_addr, &l->sin6_addr, 16) == 0 ||
            (IN6_IS_ADDR_V4MAPPED(&p->sin6_addr) && p->sin6_addr.s6_addr[12] == 127);
   }
@@ -996,10 +994,12 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   prop.peer_id = id.peer_id;
   prop.gid = id.gid;
   prop.mac = id.mac;
+  sockaddr_storage local_addr{};
+  bool have_local = local_address(fd, &local_addr);
 #ifdef SMCR_HAVE_VERBS
   std::optional<VerbsPort> port;
   bool want_verbs = fabric_preference() == FabricPreference::kVerbs ||
-                    (fabric_preference() == FabricPreference::kAuto && !peer_is_this_host(fd));
+                    (fabric_preference() == FabricPreference::kAuto && !(have_local && peer_is_this_host(fd, local_addr)));
   if (want_verbs) port = verbs_port_for(fd);
   if (port) {
     prop.gid = port->gid;
@@ -1008,7 +1008,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
     if (auto ece = verbs_device_ece(*port)) prop.ece = clc::Ece{ece->vendor_id, ece->options};
   }
 #endif
-  fill_ip_area(fd, &prop);
+  if (have_local) fill_ip_area(local_addr, &prop);
   if (!send_all(fd, clc::encode(prop), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
   std::vector<uint8_t> msg;
