@@ -20,13 +20,29 @@
 
 namespace smcr {
 
-int sys::hide_fd(int fd) {
+namespace {
+int hidden_fd_base() {
   static const int base = [] {
     rlimit64 r{};
     if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r) != 0) return 0;
     // Below 2048 there is no upper half worth keeping apart.
     return r.rlim_cur >= 2048 ? static_cast<int>(std::min<rlim64_t>(r.rlim_cur / 2, 1 << 20)) : 0;
   }();
+  return base;
+}
+}  // namespace
+
+int sys::dup_hidden(int fd) {
+  int base = hidden_fd_base();
+  if (base > 0) {
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (high >= 0) return high;
+  }
+  return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+int sys::hide_fd(int fd) {
+  int base = hidden_fd_base();
   if (fd < 0 || base == 0 || fd >= base) return fd;
   int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
   if (high < 0) return fd;

@@ -64,6 +64,9 @@ int64_t now_ns();
 // or select() keep working. Moves `fd` there (close-on-exec) when there is
 // room and returns the number to use; otherwise returns `fd` unchanged.
 int hide_fd(int fd);
+// A close-on-exec duplicate of fd, in the upper half when there is room
+// (one system call where dup and hide_fd take three).
+int dup_hidden(int fd);
 
 // A readiness socket's POLLOUT (docs/ARCHITECTURE.md, "fd model"): filling
 // the application end's tiny send buffer takes it away; emptying the

@@ -33,7 +33,7 @@ void Reserved::release() {
 Reserved reserve(int fd) {
   Reserved r;
   if (!Connection::make_readiness_pair(&r.app_end, &r.engine_end)) return r;
-  r.tcp = sys::hide_fd(sys::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  r.tcp = sys::dup_hidden(fd);
   if (r.tcp < 0) r.release();
   return r;
 }
@@ -316,7 +316,7 @@ void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint3
   auto a = std::make_shared<Accepting>();
   install_accepting(a, fd, r, sndbuf);
   a->handshake = handshake;
-  a->watch_fd = sys::hide_fd(sys::fcntl(r.tcp, F_DUPFD_CLOEXEC, 0));
+  a->watch_fd = sys::dup_hidden(r.tcp);
   if (a->watch_fd < 0) {  // no descriptor for the engine's watch: finish here
     int ignored;
     if (Connection* c = await_accepting(fd, kNotIo, &ignored)) c->unref();
