@@ -626,10 +626,7 @@ bool Connection::set_deferral(ReadinessDeferral* d, int key) {
   deferral_key_ = key;
   if (deferral_ == d) return true;
   deferral_ = d;
-  if (!d && parked_) {
-    parked_ = false;
-    settle_readable_locked();
-  }
+  if (!d) unpark_locked();
   // Armed with nothing to read (an event loop that registers the fd anew
   // for each reply): the arming is taken back, unless the peer has already
   // claimed it, and the connection parked as if a read had just emptied it.
@@ -646,17 +643,18 @@ void Connection::forbid_deferral() {
   if (deferral_forbidden_.load(std::memory_order_relaxed) || deferral_forbidden_.exchange(true)) return;
   std::lock_guard<Connection> lock(*this);
   deferral_ = nullptr;
-  if (parked_) {
-    parked_ = false;
-    settle_readable_locked();
-  }
+  unpark_locked();
 }
 
 void Connection::arm_deferred(ReadinessDeferral* d) {
   std::lock_guard<Connection> lock(*this);
-  if (!parked_ || deferral_ != d) return;
+  if (deferral_ == d) unpark_locked();  // d refuses to park it again while its thread sleeps
+}
+
+void Connection::unpark_locked() {
+  if (!parked_) return;
   parked_ = false;
-  settle_readable_locked();  // d refuses to park it again while its thread sleeps
+  settle_readable_locked();  // armed, or rung if data came meanwhile
 }
 
 Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable) {

@@ -258,6 +258,9 @@ class Connection {
   // Inside recvv: a data arrival is not rung (the reader is about to take
   // it); on the way out the readiness socket is made to match what is left.
   void settle_readable_locked();
+  // Leaves the parked state: the readiness socket made to match (armed, or
+  // rung if data is already here).
+  void unpark_locked();
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked();
