@@ -44,7 +44,7 @@ uint64_t take_down_link_after() {
 }
 std::atomic<bool> g_link_taken_down{false};
 
-std::atomic<uint64_t> g_generation{0};
+std::atomic<uint64_t> g_generation{1};  // never 0: a stored 0 means "not yet"
 [[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, [] { g_generation.fetch_add(1); });
 // PeerCloseWait / PeerAbortWait timer (RFC 4.8: like FIN_WAIT_2; no number given).
 constexpr int64_t kCloseTimeoutMs = 10000;
@@ -207,8 +207,7 @@ void Connection::reset_fields() {
   readers_asleep_ = 0;
   tcp_cork_.store(-1);
   tcp_nodelay_.store(-1);
-  spin_misses_ = 0;
-  spin_skip_ = 0;
+  spin_backoff_.reset();
   tx_published_prod_ = tx_published_cons_ = cdc::Cursor{};
   tx_published_done_ = false;
   rx_urgent_ = Urgent::kNone;
@@ -692,10 +691,7 @@ int64_t spin_budget_ns() {
 bool Connection::spin_for_data_locked() {
   int64_t budget = spin_budget_ns();
   if (!rx_control_ || budget == 0 || app_fd_ < 0) return false;
-  if (spin_skip_ > 0) {
-    --spin_skip_;
-    return false;
-  }
+  if (!spin_backoff_.worth_trying()) return false;
   if (rd_armed_) {
     rd_armed_ = false;
     if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) {
@@ -711,17 +707,14 @@ bool Connection::spin_for_data_locked() {
   int64_t deadline = sys::now_ns() + budget;
   for (uint32_t i = 1;; ++i) {
     if (cdcmem::version(rx_control_) != seen || inbox_nonempty_.load(std::memory_order_relaxed)) {
-      spin_misses_ = 0;
+      spin_backoff_.hit();
       drain_inbox_locked();
       return true;
     }
     __builtin_ia32_pause();
     if ((i & 31) == 0 && sys::now_ns() > deadline) break;
   }
-  // Nothing came: a peer that is slow to answer costs us a sleep anyway, so
-  // after a few misses sleep at once for a while (up to 64 reads).
-  if (spin_misses_ < 6) ++spin_misses_;
-  if (spin_misses_ >= 3) spin_skip_ = 1u << spin_misses_;
+  spin_backoff_.missed();
   return false;
 }
 

@@ -28,6 +28,7 @@
 #include "core/cdc.h"
 #include "core/close.h"
 #include "core/fabric.h"
+#include "core/spin_backoff.h"
 
 namespace smcr {
 
@@ -35,7 +36,8 @@ class LinkGroup;
 class Connection;
 
 // Increases in a forked child (pthread_atfork): "is this the process that
-// made it?" without a getpid() system call on the data path.
+// made it?" without a getpid() system call on the data path. Never 0, so a
+// stored 0 can mean "not made yet".
 uint64_t process_generation();
 
 // Deferred arming (preload/epoll.cc). A reader that empties the connection
@@ -366,8 +368,7 @@ class Connection {
   uint16_t readers_asleep_ = 0;    // blocking reads waiting on the fd (never parked meanwhile)
   std::atomic<bool> deferral_forbidden_{false};
   std::atomic<int8_t> tcp_cork_{-1}, tcp_nodelay_{-1};
-  uint8_t spin_misses_ = 0;        // spins in a row that saw nothing
-  uint32_t spin_skip_ = 0;         // blocking reads left that sleep without spinning
+  SpinBackoff spin_backoff_;       // whether a blocking read spins before sleeping
   cdc::Cursor tx_published_prod_, tx_published_cons_;
   bool tx_published_done_ = false;
 

@@ -83,7 +83,7 @@ Engine& Engine::get() {
   static Engine* e = new Engine();
   // A forked child's generation differs (the atfork handler beside
   // process_generation), so it starts a thread of its own.
-  const uint64_t here = process_generation() + 1;
+  const uint64_t here = process_generation();
   if (e->started_generation_.load(std::memory_order_acquire) == here) return *e;
   static std::mutex start_mu;
   std::lock_guard<std::mutex> lock(start_mu);

@@ -46,7 +46,7 @@ class Engine {
   void loop();
   struct Impl;
   Impl* impl_ = nullptr;
-  // process_generation() + 1 of the process whose thread runs: get() needs
+  // process_generation() of the process whose thread runs (0: none): get() needs
   // neither a lock nor getpid() (a system call) once it is started.
   std::atomic<uint64_t> started_generation_{0};
 };

@@ -76,7 +76,7 @@ ShmIdentity make_identity() {
 
 struct IdentityCache {
   std::mutex mu;
-  uint64_t generation = 0;  // process_generation() + 1 when made; 0: not yet
+  uint64_t generation = 0;  // process_generation() when made; 0: not yet
   ShmIdentity id;
 };
 
@@ -164,7 +164,7 @@ const ShmIdentity& shm_identity() {
   std::lock_guard<std::mutex> lock(cache->mu);
   // Made anew in a forked child (the identity names the process), without a
   // getpid() system call per connection.
-  uint64_t here = process_generation() + 1;
+  uint64_t here = process_generation();
   if (cache->generation != here) {
     cache->id = make_identity();
     cache->generation = here;
@@ -386,14 +386,14 @@ ShmRendezvous& ShmRendezvous::instance() {
 
 int ShmRendezvous::listener_fd() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (listen_fd_ >= 0 && owner_generation_ != process_generation() + 1) {
+  if (listen_fd_ >= 0 && owner_generation_ != process_generation()) {
     // Inherited over fork: that socket is bound to the parent's GID.
     sys::close(listen_fd_);
     listen_fd_ = -1;
     pending_.clear();
   }
   if (listen_fd_ >= 0) return listen_fd_;
-  owner_generation_ = process_generation() + 1;
+  owner_generation_ = process_generation();
   int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return -1;
   socklen_t len;

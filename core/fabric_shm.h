@@ -122,7 +122,7 @@ class ShmRendezvous {
   std::mutex mu_;
   std::condition_variable cv_;
   int listen_fd_ = -1;
-  uint64_t owner_generation_ = 0;  // process_generation() + 1 of the process that bound it
+  uint64_t owner_generation_ = 0;  // process_generation() of the process that bound it (0: none)
   std::map<uint32_t, Pending> pending_;
 };
 

@@ -14,6 +14,7 @@
 #include "core/connection.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "core/spin_backoff.h"
 #include "core/sys.h"
 #include "preload/fd_table.h"
 
@@ -176,8 +177,7 @@ class EpollGroup final : public ReadinessDeferral {
       has_parked_.store(false);
       has_pending_.store(false);
       disabled_ = false;
-      misses_.store(0);
-      skip_.store(0);
+      spin_.reset();
     }
     for (Connection* c : conns) {
       c->set_deferral(nullptr, -1);
@@ -255,22 +255,8 @@ class EpollGroup final : public ReadinessDeferral {
     --sleepers_;
   }
 
-  // Adaptive, as a blocking read's spin: after a few spins that saw nothing
-  // (a peer slow to answer), sleep at once for a while.
-  bool spin_worth() {
-    uint32_t skip = skip_.load(std::memory_order_relaxed);
-    if (skip > 0) {
-      skip_.store(skip - 1, std::memory_order_relaxed);
-      return false;
-    }
-    return true;
-  }
-  void spin_hit() { misses_.store(0, std::memory_order_relaxed); }
-  void spin_missed() {
-    uint32_t m = misses_.load(std::memory_order_relaxed);
-    if (m < 6) misses_.store(++m, std::memory_order_relaxed);
-    if (m >= 3) skip_.store(1u << m, std::memory_order_relaxed);
-  }
+  // Adaptive, as a blocking read's spin.
+  SpinBackoff& spin() { return spin_; }
 
  private:
   struct Registration {
@@ -314,7 +300,7 @@ class EpollGroup final : public ReadinessDeferral {
   std::atomic<bool> has_parked_{false}, has_pending_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
-  std::atomic<uint32_t> misses_{0}, skip_{0};
+  SpinBackoff spin_;
 };
 
 // Never freed: a group is reused by the next epoll set with its number, so
@@ -436,27 +422,27 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   int64_t budget = spin_budget_ns();
   if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
   // Watching pays only for connections whose data would not ring.
-  if (budget > 0 && g->has_parked() && g->spin_worth()) {
+  if (budget > 0 && g->has_parked() && g->spin().worth_trying()) {
     int64_t deadline = start + budget;
     for (uint32_t i = 1;; ++i) {
       for (int p = 0; p < 8; ++p) __builtin_ia32_pause();
       if (g->has_parked()) {
         n = g->collect(events, maxevents);
         if (n > 0) {
-          g->spin_hit();
+          g->spin().hit();
           return n;
         }
       }
       if ((i & 15) == 0) {
         k = wait_kernel(events, maxevents, 0);
         if (k != 0) {
-          if (k > 0) g->spin_hit();
+          if (k > 0) g->spin().hit();
           return k;
         }
         if (sys::now_ns() > deadline) break;
       }
     }
-    g->spin_missed();
+    g->spin().missed();
   }
   g->before_sleep();
   long long left = timeout_ns;

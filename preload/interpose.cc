@@ -78,7 +78,7 @@ F resolve(const char* name) {
   X(socket) X(connect) X(listen) X(accept4) X(close) X(shutdown) X(read) X(write) X(readv)      \
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
-  X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_wait) X(epoll_pwait) \
+  X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_pwait) \
   X(poll) X(ppoll) X(select) X(pselect)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
@@ -200,6 +200,10 @@ bool policy_allows(uint16_t port, const sockaddr* peer) {
   auto name = smcr::policy::program_name(), exe = smcr::policy::executable_name();
   return peer ? smcr::policy::allows(*p, port, peer, name, exe) : smcr::policy::may_allow(*p, port, name, exe);
 }
+
+// TCP options kept with an SMC-R connection instead of set on its TCP
+// socket (Connection::tcp_flag).
+bool is_kept_tcp_flag(int level, int name) { return level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY); }
 
 bool is_buffer_option(int name) {
   return name == SO_RCVBUF || name == SO_RCVBUFFORCE || name == SO_SNDBUF || name == SO_SNDBUFFORCE;
@@ -654,7 +658,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
     }
     return rc;
   }
-  if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) && val && len >= sizeof(int)) {
+  if (is_kept_tcp_flag(level, name) && val && len >= sizeof(int)) {
     int v;
     memcpy(&v, val, sizeof v);
     c->tcp_flag(name == TCP_CORK).store(v != 0, std::memory_order_relaxed);
@@ -683,7 +687,7 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_getsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
-  if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) && val && len && *len >= sizeof(int))
+  if (is_kept_tcp_flag(level, name) && val && len && *len >= sizeof(int))
     if (int8_t v = c->tcp_flag(name == TCP_CORK).load(std::memory_order_relaxed); v >= 0) {
       int out = v;
       memcpy(val, &out, sizeof out);
@@ -1030,9 +1034,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
 }
 
 int epoll_wait(int epfd, struct epoll_event* ev, int max, int timeout) {
-  REAL(epoll_pwait);
-  return smcr::preload::epoll_wait_hook(real_epoll_pwait, nullptr, epfd, ev, max,
-                                        timeout < 0 ? -1 : timeout * 1000000LL, nullptr);
+  return epoll_pwait(epfd, ev, max, timeout, nullptr);
 }
 
 int epoll_pwait(int epfd, struct epoll_event* ev, int max, int timeout, const sigset_t* mask) {
