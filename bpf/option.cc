@@ -222,6 +222,24 @@ Result read_result(int sockfd) {
   return result_of(f);
 }
 
+namespace {
+// Whether the socket carries the opt-in mark (an accepted child clones its
+// listener's): a child without it will never get a result record.
+bool carries_opt_in(int sockfd) {
+  const int key = sockfd;
+  std::uint32_t val = 0;
+  long r = with_map(g_optin, [&](int mapfd) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = static_cast<std::uint32_t>(mapfd);
+    attr.key = reinterpret_cast<std::uint64_t>(&key);
+    attr.value = reinterpret_cast<std::uint64_t>(&val);
+    return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
+  });
+  return r == 0 && val == SMCR_OPTIN_MAGIC;
+}
+}  // namespace
+
 Result read_accepted_result(int sockfd, int timeout_ms) {
   int saved = errno;
   int mapfd = get_fd(g_result);
@@ -230,21 +248,31 @@ Result read_accepted_result(int sockfd, int timeout_ms) {
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     std::uint32_t f = 0;
-    // Done (the passive-established callback ran), or the listener was never
-    // opted in (no record will come): answer now.
-    if (read_flags_via(mapfd, sockfd, &f) && (f & SMCR_R_DONE)) {
+    if (read_flags_via(mapfd, sockfd, &f)) {
+      if (f & SMCR_R_DONE) {
+        errno = saved;
+        return result_of(f);  // the passive-established callback ran
+      }
+    } else if (errno != ENOENT) {
+      return Result::kError;
+    } else if (!carries_opt_in(sockfd)) {
       errno = saved;
-      return result_of(f);  // the record just read is the verdict
+      return Result::kNotOptedIn;  // no record will ever come
     }
+    // The callback runs in the softirq that queued the child, right after
+    // queueing it; only a stalled (virtual) CPU makes it late. Answering
+    // "not both" here while the SYN-ACK did carry the option would leave the
+    // client's CLC Proposal in the application's stream, so wait it out.
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long waited_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited_ms >= timeout_ms) break;
-    timespec pause{0, 20000};  // 20 us: the softirq on the other CPU takes about that
+    long waited_us = (now.tv_sec - start.tv_sec) * 1000000 + (now.tv_nsec - start.tv_nsec) / 1000;
+    if (waited_us >= static_cast<long>(timeout_ms) * 1000) break;
+    // 20 us (the softirq on the other CPU takes about that), then 1 ms.
+    timespec pause{0, waited_us < 2000 ? 20000 : 1000000};
     nanosleep(&pause, nullptr);
   }
   errno = saved;
-  return read_result(sockfd);
+  return Result::kUndecided;
 }
 
 bool loaded() {
@@ -266,6 +294,7 @@ const char* to_string(Result r) {
     case Result::kSmcBoth: return "smc-both";
     case Result::kNotBoth: return "not-both";
     case Result::kError: return "error";
+    case Result::kUndecided: return "undecided";
   }
   return "?";
 }

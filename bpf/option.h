@@ -21,6 +21,8 @@ enum class Result {
   kSmcBoth,     // both the SYN and the SYN-ACK carried the SMC-R option
   kNotBoth,     // opted in, but not both (or handshake not completed yet)
   kError,       // anything else (errno set), e.g. not a socket
+  kUndecided,   // read_accepted_result: opted in, but the record did not
+                // complete in time
 };
 
 // Marks a TCP socket as wanting SMC-R: call before connect() (client) or
@@ -36,7 +38,9 @@ Result read_result(int sockfd);
 // The same for a socket just returned by accept(): the kernel queues the child
 // for accept() before it has processed the handshake's last ACK on it (where
 // the program records the result), and another CPU may accept it in between.
-// Waits up to `timeout_ms` for the record to be complete.
+// Waits up to `timeout_ms` for the record of an opted-in child to be
+// complete (kUndecided if it is not); a child that is not opted in answers
+// kNotOptedIn at once.
 Result read_accepted_result(int sockfd, int timeout_ms);
 
 // The raw per-socket record (SMCR_R_* bits of bpf/smcr_abi.h, mirrored below).

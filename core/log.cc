@@ -95,6 +95,7 @@ const char* fallback_name(Fallback f) {
     case Fallback::kResources: return "resources";
     case Fallback::kInternal: return "internal";
     case Fallback::kPolicy: return "policy";
+    case Fallback::kOptionUndecided: return "option_undecided";
     case Fallback::kCount: break;
   }
   return "unknown";

@@ -30,6 +30,7 @@ enum class Fallback : int {
   kResources,         // could not allocate RMB / link
   kInternal,
   kPolicy,            // the operator's policy keeps this connection on TCP
+  kOptionUndecided,   // accepted child's option record did not complete in time
   kCount
 };
 const char* fallback_name(Fallback f);

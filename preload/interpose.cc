@@ -221,11 +221,18 @@ uint32_t granted_buffer(int fd, int name) {
 
 int after_tcp_established(int fd, bool client, bool allowed = true) {
   using smcr::bpfopt::Result;
-  // A server knows its listener opted in: the record comes, if late.
-  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(fd, 50);
+  // An accepted child's record completes in the softirq that queued it, so
+  // it may come a moment late; kAcceptRecordWaitMs only bounds a stalled CPU.
+  constexpr int kAcceptRecordWaitMs = 2000;
+  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(fd, kAcceptRecordWaitMs);
   if (r != Result::kSmcBoth) {
-    smcr::count_fallback(r == Result::kNotLoaded ? smcr::Fallback::kBpfNotLoaded : smcr::Fallback::kPeerNoOption);
-    SMCR_LOG(1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));
+    smcr::Fallback why = r == Result::kNotLoaded   ? smcr::Fallback::kBpfNotLoaded
+                         : r == Result::kUndecided ? smcr::Fallback::kOptionUndecided
+                                                   : smcr::Fallback::kPeerNoOption;
+    smcr::count_fallback(why);
+    // Undecided: the client may have seen the option and sent a Proposal
+    // that the application will now read; say so whatever the log level.
+    SMCR_LOG(r == Result::kUndecided ? 0 : 1, "fd %d: plain TCP (%s)", fd, smcr::bpfopt::to_string(r));
     return 0;
   }
   Reserved res = smcr::preload::reserve(fd);

@@ -485,6 +485,11 @@ TEST_F(BpfOption, WireBothOptedIn) {
                                     bo::kWeSentSynAckOpt | bo::kSmcOk);
   // The listener has a record but is not a connection.
   EXPECT_EQ(bo::read_result(p.listener), bo::Result::kNotBoth);
+  // accept()'s reading: a complete record answers; an opted-in socket whose
+  // record never completes (the listener's) is undecided after the bound,
+  // never reported as "the peer sent no option".
+  EXPECT_EQ(bo::read_accepted_result(p.server, 2000), bo::Result::kSmcBoth);
+  EXPECT_EQ(bo::read_accepted_result(p.listener, 20), bo::Result::kUndecided);
 }
 
 // 2: the instrument itself (positive control), twice in one capture.
@@ -526,6 +531,11 @@ TEST_F(BpfOption, ServerNotOptedIn) {
   EXPECT_EQ(bo::read_result(p.client), bo::Result::kNotBoth);
   EXPECT_EQ(flags_of(p.client), bo::kActive | bo::kDone | bo::kWeSentSynOpt);
   EXPECT_EQ(bo::read_result(p.server), bo::Result::kNotOptedIn);
+  // A child without the opt-in will never get a record: accept()'s reading
+  // says so at once rather than waiting out its bound (here 60 s).
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(bo::read_accepted_result(p.server, 60000), bo::Result::kNotOptedIn);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
 }
 
 // 5: another process in the same cgroup, not opted in, sends no option, even
