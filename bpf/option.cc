@@ -203,15 +203,29 @@ bool read_flags_via(int mapfd, int sockfd, std::uint32_t* flags) {
 }
 }  // namespace
 
+namespace {
+// The cached map fd without the pin check (-1 if none). A record found
+// through it is the current program's: a replaced program's map gets no
+// new records. A miss must be asked again through get_fd.
+int cached_fd(CachedMap& c) {
+  std::uint64_t v = c.v.load(std::memory_order_acquire);
+  return v ? fd_of(v) : -1;
+}
+}  // namespace
+
 Result read_result(int sockfd) {
   int saved = errno;
+  std::uint32_t f = 0;
+  if (int fast = cached_fd(g_result); fast >= 0 && sockfd >= 0 && lookup_flags(fast, sockfd, &f) == 0) {
+    errno = saved;
+    return result_of(f);
+  }
   int mapfd = get_fd(g_result);
   if (mapfd < 0) {
     Result res = (errno == ENOENT || errno == ENOTDIR) ? Result::kNotLoaded : Result::kError;
     if (res == Result::kNotLoaded) errno = saved;
     return res;
   }
-  std::uint32_t f = 0;
   if (!read_flags_via(mapfd, sockfd, &f)) {
     if (errno == ENOENT) {
       errno = saved;
@@ -242,13 +256,20 @@ bool carries_opt_in(int sockfd) {
 
 Result read_accepted_result(int sockfd, int timeout_ms) {
   int saved = errno;
-  int mapfd = get_fd(g_result);
-  if (mapfd < 0) return read_result(sockfd);
+  int mapfd = sockfd >= 0 ? cached_fd(g_result) : -1;
+  bool checked = mapfd < 0;
+  if (checked && (mapfd = get_fd(g_result)) < 0) return read_result(sockfd);
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
     std::uint32_t f = 0;
-    if (read_flags_via(mapfd, sockfd, &f)) {
+    bool found = checked ? read_flags_via(mapfd, sockfd, &f) : lookup_flags(mapfd, sockfd, &f) == 0;
+    if (!found && !checked) {
+      checked = true;  // ask again through a checked fd
+      if ((mapfd = get_fd(g_result)) < 0) return read_result(sockfd);
+      continue;
+    }
+    if (found) {
       if (f & SMCR_R_DONE) {
         errno = saved;
         return result_of(f);  // the passive-established callback ran

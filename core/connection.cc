@@ -20,6 +20,7 @@
 #include "core/handoff.h"
 #include "core/link_group.h"
 #include "core/log.h"
+#include "core/short_flows.h"
 #include "core/sys.h"
 
 namespace smcr {
@@ -179,6 +180,8 @@ void Connection::reset_fields() {
   local_token_ = peer_token_ = 0;
   tx_seq_ = rx_seq_ = 0;
   tx_bytes_ = rx_bytes_ = 0;
+  tx_writes_ = 0;
+  short_flow_key_ = 0;
   rx_seq_seen_ = false;
   peer_writer_blocked_ = peer_requested_update_ = tx_window_full_ = false;
   sent_done_ = sent_close_ = sent_abort_ = false;
@@ -426,6 +429,11 @@ void Connection::set_send_limit(uint32_t bytes) {
   send_limit_ = bytes;
   // A larger window may let a blocked writer go on.
   if (send_space_locked() > 0) make_writable_locked();
+}
+
+void Connection::set_short_flow_key(uint32_t key) {
+  std::lock_guard<Connection> lock(*this);
+  short_flow_key_ = key;
 }
 
 uint32_t Connection::reported_rcvbuf() {
@@ -1174,6 +1182,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       tx_window_full_ = (n == space);
       counters().tx_bytes.fetch_add(n, std::memory_order_relaxed);
       tx_bytes_ += n;
+      ++tx_writes_;
       // MSG_OOB: the last byte of the send is urgent (TCP's rule); the CDC
       // that completes it carries P and U (RFC 7609 4.7.5, scenario 5).
       tx_urgent_ = (flags & MSG_OOB) && done == want;
@@ -1244,6 +1253,8 @@ void Connection::app_close(bool abortive) {
     return;  // the relay thread owns the fd table's reference now
   if (!app_closed_) {
     app_closed_ = true;
+    if (short_flow_key_)
+      shortflows::ended(short_flow_key_, tx_writes_, tx_bytes_ + rx_bytes_, sys::now_ms());
     apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
   }
   if (app_fd_ >= 0) sys::close(app_fd_);

@@ -143,6 +143,9 @@ class Connection {
   // SO_SNDBUF: at most `bytes` of ours unconsumed in the peer's RMBE at a
   // time (0: the whole RMBE), as a TCP send buffer bounds unacknowledged data.
   void set_send_limit(uint32_t bytes);
+  // connect(): the destination whose short-flow history this connection's
+  // end updates (shortflows::destination_key).
+  void set_short_flow_key(uint32_t key);
   // What SO_RCVBUF / SO_SNDBUF report: our RMBE's and our send window's
   // size, doubled as the kernel reports socket buffers (Linux SMC does too).
   uint32_t reported_rcvbuf();
@@ -373,6 +376,8 @@ class Connection {
   bool tx_published_done_ = false;
 
   uint64_t tx_bytes_ = 0, rx_bytes_ = 0;
+  uint64_t tx_writes_ = 0;     // data-moving writes (short_flows.h)
+  uint32_t short_flow_key_ = 0;  // destination of an active connection, or 0
   cdc::Cursor rx_prod_, rx_cons_, rx_cons_sent_;
   cdc::Cursor tx_prod_, tx_cons_peer_;
   uint16_t tx_seq_ = 0;

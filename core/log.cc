@@ -96,6 +96,7 @@ const char* fallback_name(Fallback f) {
     case Fallback::kInternal: return "internal";
     case Fallback::kPolicy: return "policy";
     case Fallback::kOptionUndecided: return "option_undecided";
+    case Fallback::kShortFlow: return "short_flow";
     case Fallback::kCount: break;
   }
   return "unknown";

@@ -31,6 +31,7 @@ enum class Fallback : int {
   kInternal,
   kPolicy,            // the operator's policy keeps this connection on TCP
   kOptionUndecided,   // accepted child's option record did not complete in time
+  kShortFlow,         // recent connections to this destination were short (short_flows.h)
   kCount
 };
 const char* fallback_name(Fallback f);

@@ -35,6 +35,7 @@
 #include "core/handshake.h"
 #include "core/log.h"
 #include "core/policy.h"
+#include "core/short_flows.h"
 #include "core/sys.h"
 #include "preload/epoll.h"
 #include "preload/fd_table.h"
@@ -359,6 +360,12 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kPolicy);
     return rc;
   }
+  uint32_t flow = smcr::shortflows::destination_key(addr, len);
+  if (flow && smcr::shortflows::keep_on_tcp(flow, smcr::sys::now_ms())) {
+    int rc = real_connect(fd, addr, len);
+    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kShortFlow);
+    return rc;
+  }
   bool opted = smcr::bpfopt::opt_in(fd);
   int rc = real_connect(fd, addr, len);
   if (!opted) {
@@ -389,7 +396,19 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       return -1;
     }
   }
-  return after_tcp_established(fd, true);
+  if (after_tcp_established(fd, true) != 0) return -1;
+  if (flow) {
+    if (Connection* c = fd_table().get(fd)) {
+      c->set_short_flow_key(flow);
+      c->unref();
+    } else {
+      // Plain TCP after all (the server did not offer SMC-R, or declined):
+      // for the history, as short as a connection gets, so that a server
+      // without SMC-R costs the next connects no opt-in and no record read.
+      smcr::shortflows::ended(flow, 0, 0, smcr::sys::now_ms());
+    }
+  }
+  return 0;
 }
 
 int listen(int fd, int backlog) {

@@ -6,12 +6,14 @@
 #   redis-benchmark -c 50 -d 1024 SET/GET, plain and -P 16;
 #   nginx (1 KiB file, sendfile) + wrk -t2 -c50 keepalive, 1 and 2 workers;
 #   short-lived connections: wrk "Connection: close" and a connect/request/close
-#   loop (tools/bench/smcr_connbench), connect-to-first-byte latency, each also
-#   with a policy that keeps those flows on TCP ("policy" rows);
+#   loop (tools/bench/smcr_connbench), connect-to-first-byte latency: SMC-R for
+#   every connection (SMCR_SHORT_FLOWS=0), smc_run's default (its short-flow
+#   guard keeps a destination's connections on TCP while they end short:
+#   "default" rows), and a policy that keeps those flows on TCP ("policy" rows);
 #   idle: N connections held open, CPU% and memory per connection.
 # An SMC-R run counts only if its client's counters prove it (smc_active > 0,
 # fallback_total == 0; policy runs: smc_active == 0, every fallback a policy
-# one); otherwise it is VOID. A run that fails or times out is FAILED.
+# one; default runs: every fallback a short-flow one); otherwise it is VOID. A run that fails or times out is FAILED.
 # Needs root (eBPF). Builds the tree (scripts/build.sh) unless -B.
 #   usage: scripts/bench.sh [-t SECS] [-r REPS] [-n REDIS_REQUESTS] [-c IDLE_CONNS]
 #                           [-i IDLE_SECS] [-s BENCHES] [-o OUTDIR] [-q] [-B] [-d] [-k]
@@ -109,7 +111,9 @@ stop_server() {  # stop_server [SIGNAL]: SIGINT (nginx: QUIT), then SIGKILL afte
   SRV_PID=""
 }
 # prefix MODE STATSDIR PORT: sets PFX, the command prefix for a process of MODE:
-#   tcp (plain), smc (smc_run), pol (smc_run with a policy that denies PORT: TCP)
+#   tcp (plain), smc (smc_run; in the short-lived runs with the short-flow guard
+#   off, so that every connection is SMC-R), auto (smc_run as it comes),
+#   pol (smc_run with a policy that denies PORT: TCP)
 # SMCR_DEBUG=1 (one log line per connection event, in the run's logs) everywhere but
 # in the short-lived connection runs, where it would cost a share of each
 # connection's time; -d turns it on there too.
@@ -119,7 +123,8 @@ prefix() {
   [ "$DEBUG" = 0 ] && [ "${SHORT_LIVED:-0}" = 1 ] && DBG=()
   case "$1" in
     tcp) PFX=() ;;
-    smc) PFX=(env SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" "$SMC_RUN" --stats "$2") ;;
+    smc) PFX=(env SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" SMCR_SHORT_FLOWS="$( [ "${SHORT_LIVED:-0}" = 1 ] && echo 0 || echo 8)" "$SMC_RUN" --stats "$2") ;;
+    auto) PFX=(env -u SMCR_SHORT_FLOWS SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" "$SMC_RUN" --stats "$2") ;;
     pol) PFX=(env SMCR_PRELOAD_LIB="$LIB" "${DBG[@]}" SMCR_POLICY_RULES="deny port $3" "$SMC_RUN" --stats "$2") ;;
   esac
 }
@@ -129,6 +134,8 @@ verdict() {
   case "$1" in
     tcp) echo ok ;;
     smc) if [ "$(stat_in "$2" smc_active)" -gt 0 ] && [ "$(stat_in "$2" fallback_total)" -eq 0 ]; then echo ok; else echo VOID; fi ;;
+    auto) local fa; fa=$(stat_in "$2" fallback_total)
+          if [ "$(stat_in "$2" smc_active)" -gt 0 ] && [ "$(stat_in "$2" fallback.short_flow)" -eq "$fa" ]; then echo ok; else echo VOID; fi ;;
     pol) local fb; fb=$(stat_in "$2" fallback_total)
          if [ "$(stat_in "$2" smc_active)" -eq 0 ] && [ "$fb" -gt 0 ] && [ "$(stat_in "$2" fallback.policy)" -eq "$fb" ]; then echo ok; else echo VOID; fi ;;
   esac
@@ -344,8 +351,8 @@ BENCHES=(
   "redis 16"                   "tcp smc"
   "nginx 1 keepalive ngx1"     "tcp smc"
   "nginx 2 keepalive ngx2"     "tcp smc"
-  "nginx 1 close ngx_close"    "tcp smc pol"
-  "loop"                       "tcp smc pol"
+  "nginx 1 close ngx_close"    "tcp smc auto pol"
+  "loop"                       "tcp smc auto pol"
   "idle"                       "tcp smc"
 )
 cpu_snap; ALL_SNAP=$SNAP
@@ -392,8 +399,10 @@ ROWS=(
   "ngx1|smc|nginx 1w + wrk -c50 keepalive 1KiB (req/s)|higher|rate"
   "ngx2|smc|nginx 2w + wrk -c50 keepalive 1KiB (req/s)|higher|rate"
   "ngx_close|smc|nginx 1w + wrk Connection: close (conn/s)|higher|short"
+  "ngx_close|auto|  same, smc_run default: short-flow guard (conn/s)|higher|rate"
   "ngx_close|pol|  same, policy 'deny port' -> TCP (conn/s)|higher|rate"
   "loop_rate|smc|connect/request/close loop (conn/s)|higher|short"
+  "loop_rate|auto|  same, smc_run default: short-flow guard (conn/s)|higher|rate"
   "loop_rate|pol|  same, policy 'deny port' -> TCP (conn/s)|higher|rate"
   "loop_conn_p50|smc|connect() p50 (us)|lower|-"
   "loop_fb_p50|smc|connect() to first reply byte p50 (us)|lower|-"
@@ -442,7 +451,9 @@ for r in "${ROWS[@]}"; do
 done
 {
   echo "SMC-R cells count only runs whose client's counters show smc_active > 0 and fallback_total == 0;"
-  echo "policy cells only runs with smc_active == 0 and every fallback a policy one (else VOID k/n)."
+  echo "policy cells only runs with smc_active == 0 and every fallback a policy one; default cells only"
+  echo "runs with smc_active > 0 and every fallback a short-flow one (else VOID k/n). In the short-lived"
+  echo "rows SMC-R means every connection (SMCR_SHORT_FLOWS=0); 'default' is smc_run as it comes."
   echo "'VOID k/n' / 'FAILED k/n': k of n runs were not proven / failed (details above and in $RUNS)."
 } >>"$TABLE"
 echo
@@ -464,15 +475,15 @@ echo "(aborts: connections closed with unread data, the SMC-R analog of a TCP RS
 PNG="$OUTDIR/bench.png"
 if command -v gnuplot >/dev/null 2>&1; then
   # SMC-R relative to TCP, oriented so that > 1 means SMC-R is better (1/ratio for lower-is-better rows)
-  awk -F'\t' 'NR > 1 { lab = $3; gsub(/"/, "", lab); if ($2 == "smc") of[$1] = lab; else lab = of[$1] " [policy: TCP]" }
+  awk -F'\t' 'NR > 1 { lab = $3; gsub(/"/, "", lab); if ($2 == "smc") of[$1] = lab; else lab = of[$1] (($2 == "pol") ? " [policy: TCP]" : " [default]") }
     NR > 1 && $7 ~ /^[0-9.]+$/ && $7 > 0 {
       rel = ($4 == "lower") ? 1 / $7 : $7
-      printf "%d\t\"%s\"\t%.4f\t%d\n", n++, lab, rel, ($2 == "pol") ? 2 : 1 }' "$TSV" >"$OUTDIR/chart.dat"
+      printf "%d\t\"%s\"\t%.4f\t%d\n", n++, lab, rel, ($2 == "pol") ? 2 : ($2 == "auto") ? 3 : 1 }' "$TSV" >"$OUTDIR/chart.dat"
   if [ -s "$OUTDIR/chart.dat" ]; then
     gnuplot 2>"$LOG/gnuplot.err" <<EOF
 set terminal pngcairo size 1500,900 font ",10"
 set output "$PNG"
-set title "smcr: SMC-R relative to loopback TCP, medians of $REPS run(s), $(nproc) CPUs, kernel $(uname -r)\\n> 1 = SMC-R better; grey: smc_run with a policy that keeps the flow on TCP" noenhanced
+set title "smcr: SMC-R relative to loopback TCP, medians of $REPS run(s), $(nproc) CPUs, kernel $(uname -r)\\n> 1 = SMC-R better; green: smc_run default (short-flow guard); grey: a policy that keeps the flow on TCP" noenhanced
 set style fill solid 0.8
 set boxwidth 0.7
 set logscale y 2
@@ -483,6 +494,7 @@ set bmargin 20
 set rmargin 22
 set linetype 1 lc rgb "#3070b0"
 set linetype 2 lc rgb "#a0a0a0"
+set linetype 3 lc rgb "#60a060"
 set ylabel "SMC-R vs TCP (higher-is-better: SMC/TCP; lower-is-better: TCP/SMC)"
 set arrow from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb "black"
 unset key

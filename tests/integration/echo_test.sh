@@ -112,4 +112,30 @@ for how in poll select; do
   check "$how connections were SMC-R" [ "$(stat_sum smc_active)" = 2 ]
 done
 
+# The short-flow guard as smc_run comes (core/short_flows.h). Sequential
+# one-request connections: after 4 short SMC-R ones the client keeps the
+# destination on TCP. After a pause longer than the verdict (1 s) one
+# connection probes with SMC-R; it is long (256 KiB echoed), which clears
+# the verdict, so the rest are SMC-R again.
+export SMCR_SHORT_FLOWS=8
+run_pair "short-flow guard" "--max-conns 55" "--bytes 64 --conns 50 --sequential --then-conns 5 --then-bytes 256K --pause-ms 1200"
+check "short-flow guard: 55 connections intact" [ "$(field ok "$OUT")" = 55 ]
+log "short-flow guard: smc_active=$(stat_sum smc_active) smc_passive=$(stat_sum smc_passive) short_flow=$(stat_sum fallback.short_flow) peer_no_option=$(stat_sum fallback.peer_no_option)"
+check "short-flow guard: 4 short SMC-R connections, then TCP ($(stat_sum fallback.short_flow) kept on TCP), then the probe and the rest SMC-R" \
+  [ "$(stat_sum smc_active)" = 9 -a "$(stat_sum fallback.short_flow)" = 46 ]
+check "short-flow guard: the server followed the SYNs (SMC-R for each SMC-R connect, TCP for the rest)" \
+  [ "$(stat_sum smc_passive)" = 9 -a "$(stat_sum fallback.peer_no_option)" = 46 ]
+# A server without SMC-R (not under smc_run): after 4 fallbacks the client
+# stops opting in (no option on its SYNs, no record to read).
+port=$(free_port)
+reset_stats
+bg "$ECHO_TOOL" server --port "$port" --max-conns 30
+wait_port "$port"
+OUT=$(under_smc timeout 120 "$ECHO_TOOL" client --port "$port" --bytes 64 --conns 30 --sequential)
+log "short-flow guard, plain server: $OUT"
+check "short-flow guard, plain server: 30 connections intact" [ "$(field ok "$OUT")" = 30 ]
+check "short-flow guard, plain server: 4 opted in and fell back, 26 not opted in ($(stat_sum fallback.peer_no_option), $(stat_sum fallback.short_flow))" \
+  [ "$(stat_sum fallback.peer_no_option)" = 4 -a "$(stat_sum fallback.short_flow)" = 26 -a "$(stat_sum smc_active)" = 0 ]
+export SMCR_SHORT_FLOWS=0
+
 finish

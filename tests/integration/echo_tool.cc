@@ -42,6 +42,11 @@ struct Options {
   std::string ready_file;
   std::string wait = "none";  // client: wait with poll/select before each read
   std::string banner;  // client: bytes the server sends first (a non-SMC peer's greeting)
+  // client: a second phase after the first: then_conns more sequential
+  // connections of then_bytes each, pause_ms after the first phase ended.
+  int then_conns = 0;
+  uint64_t then_bytes = 0;
+  int pause_ms = 0;
 };
 
 [[noreturn]] void die(const char* what) {
@@ -376,7 +381,8 @@ Result run_source(const Options& o) {
 }
 
 int client(const Options& o) {
-  std::vector<Result> results(static_cast<size_t>(o.conns));
+  int total = o.conns + o.then_conns;
+  std::vector<Result> results(static_cast<size_t>(total));
   std::vector<std::thread> threads;
   auto one = [&](int i) { results[i] = o.mode == "source" ? run_source(o) : run_echo(o, i); };
   for (int i = 0; i < o.conns; ++i) {
@@ -384,6 +390,12 @@ int client(const Options& o) {
     else threads.emplace_back(one, i);
   }
   for (auto& t : threads) t.join();
+  if (o.then_conns > 0) {
+    usleep(static_cast<useconds_t>(o.pause_ms) * 1000);
+    Options then = o;
+    then.bytes = o.then_bytes;
+    for (int i = o.conns; i < total; ++i) results[i] = run_echo(then, i);
+  }
   int ok = 0;
   uint64_t acked = 0, rcvd = 0, bytes = 0;
   for (auto& r : results) {
@@ -396,10 +408,10 @@ int client(const Options& o) {
               (unsigned long long)r.sent, (unsigned long long)r.received, r.sha_sent.c_str(),
               r.sha_received.c_str());
   }
-  printf("conns=%d ok=%d payload_bytes=%llu tcp_bytes_sent=%llu tcp_bytes_received=%llu sha=%s\n", o.conns, ok,
+  printf("conns=%d ok=%d payload_bytes=%llu tcp_bytes_sent=%llu tcp_bytes_received=%llu sha=%s\n", total, ok,
          (unsigned long long)bytes, (unsigned long long)acked, (unsigned long long)rcvd,
          results.empty() ? "" : results[0].sha_received.c_str());
-  return ok == o.conns ? 0 : 1;
+  return ok == total ? 0 : 1;
 }
 
 uint64_t parse_size(const char* s) {
@@ -418,7 +430,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: echo_tool server|client --port P [--host A] [--mode echo|source|ping] [--bytes N[K|M|G]]\n"
-            "       [--conns K] [--chunk N] [--et] [--nonblock-connect] [--max-conns K] [--ready-file F]\n");
+            "       [--conns K] [--chunk N] [--et] [--nonblock-connect] [--max-conns K] [--ready-file F]\n"
+            "       [--sequential] [--then-conns K --then-bytes N [--pause-ms M]]\n");
     return 2;
   }
   Options o;
@@ -439,6 +452,9 @@ int main(int argc, char** argv) {
     else if (a == "--ready-file") o.ready_file = next();
     else if (a == "--banner") o.banner = next();
     else if (a == "--wait") o.wait = next();
+    else if (a == "--then-conns") o.then_conns = atoi(next());
+    else if (a == "--then-bytes") o.then_bytes = parse_size(next());
+    else if (a == "--pause-ms") o.pause_ms = atoi(next());
     else {
       fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;

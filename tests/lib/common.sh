@@ -11,6 +11,11 @@ SMCR_CTL="$SMCR_BUILD_DIR/bpf/smcr_ctl"
 ECHO_TOOL="$SMCR_BUILD_DIR/tests/integration/echo_tool"
 SMC_RUN="$SMCR_SOURCE_DIR/scripts/smc_run"
 
+# The tests prove SMC-R mechanisms, often over many short connections, which
+# smc_run's short-flow guard (core/short_flows.h) would keep on TCP after the
+# first few: it is off here unless a test turns it on (echo_test checks it).
+export SMCR_SHORT_FLOWS=${SMCR_SHORT_FLOWS-0}
+
 TEST_TMP=$(mktemp -d /tmp/smcr-test.XXXXXX)
 STATS_DIR="$TEST_TMP/stats"
 mkdir -p "$STATS_DIR"
