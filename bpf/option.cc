@@ -237,24 +237,15 @@ Result read_result(int sockfd) {
 }
 
 namespace {
-// Whether the socket carries the opt-in mark (an accepted child clones its
-// listener's): a child without it will never get a result record.
-bool carries_opt_in(int sockfd) {
-  const int key = sockfd;
-  std::uint32_t val = 0;
-  long r = with_map(g_optin, [&](int mapfd) {
-    union bpf_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.map_fd = static_cast<std::uint32_t>(mapfd);
-    attr.key = reinterpret_cast<std::uint64_t>(&key);
-    attr.value = reinterpret_cast<std::uint64_t>(&val);
-    return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
-  });
-  return r == 0 && val == SMCR_OPTIN_MAGIC;
+// Whether the program registered this listener (its record says so): only
+// then do its children get records.
+bool registered_listener(int mapfd, int listener_fd) {
+  std::uint32_t f = 0;
+  return listener_fd >= 0 && read_flags_via(mapfd, listener_fd, &f) && (f & SMCR_R_LISTENER);
 }
 }  // namespace
 
-Result read_accepted_result(int sockfd, int timeout_ms) {
+Result read_accepted_result(int listener_fd, int sockfd, int timeout_ms) {
   int saved = errno;
   int mapfd = sockfd >= 0 ? cached_fd(g_result) : -1;
   bool checked = mapfd < 0;
@@ -276,7 +267,7 @@ Result read_accepted_result(int sockfd, int timeout_ms) {
       }
     } else if (errno != ENOENT) {
       return Result::kError;
-    } else if (!carries_opt_in(sockfd)) {
+    } else if (!registered_listener(mapfd, listener_fd)) {
       errno = saved;
       return Result::kNotOptedIn;  // no record will ever come
     }

@@ -35,13 +35,15 @@ bool opt_in(int sockfd);
 // After the TCP handshake completed on sockfd (connected or accepted socket):
 // whether both the SYN and the SYN-ACK carried the option.
 Result read_result(int sockfd);
-// The same for a socket just returned by accept(): the kernel queues the child
-// for accept() before it has processed the handshake's last ACK on it (where
-// the program records the result), and another CPU may accept it in between.
-// Waits up to `timeout_ms` for the record of an opted-in child to be
-// complete (kUndecided if it is not); a child that is not opted in answers
-// kNotOptedIn at once.
-Result read_accepted_result(int sockfd, int timeout_ms);
+// The same for a socket just returned by accept() on `listener_fd`: the
+// kernel queues the child for accept() before it has processed the
+// handshake's last ACK on it (where the program records the result), and
+// another CPU may accept it in between. Waits up to `timeout_ms` for the
+// child's record to be complete (kUndecided if it is not); when the child has
+// no record and the listener is not registered with the program (opted in
+// after listen(), or the program was reloaded since), answers kNotOptedIn at
+// once: no record will come.
+Result read_accepted_result(int listener_fd, int sockfd, int timeout_ms);
 
 // The raw per-socket record (SMCR_R_* bits of bpf/smcr_abi.h, mirrored below).
 // Returns false with errno (ENOENT: no record or not loaded).

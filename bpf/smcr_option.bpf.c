@@ -14,8 +14,9 @@
  *   option, even in the same cgroup. The map is pinned 0666 so unprivileged
  *   processes can opt in their own sockets (the kernel resolves the fd in the
  *   caller's fd table; nobody can touch another process' sockets).
- *   The map has BPF_F_CLONE, so an accepted child inherits the listener's
- *   opt-in; this is how the passive side knows at PASSIVE_ESTABLISHED_CB.
+ *   Accepted children do not inherit it (no BPF_F_CLONE: a cloned entry
+ *   would cost each child an allocation and a free); the passive side finds
+ *   its listener in "smcr_listeners" instead, as the SYN-ACK callback does.
  *
  * ACTIVE SIDE
  *   TCP_CONNECT_CB: if opted in, enable WRITE_HDR_OPT callbacks and create the
@@ -38,9 +39,9 @@
  *   registered (opted in before listen(), so it has TCP_SAVE_SYN and the child
  *   will carry the saved SYN), and (c) the SYN carried the option
  *   (BPF_LOAD_HDR_OPT_TCP_SYN reads the SYN being answered).
- *   PASSIVE_ESTABLISHED_CB on the child re-evaluates from what the child has:
- *   its opt-in (SK_STORAGE cloned from the listener) and the saved SYN
- *   (cookie children have none -> not ok, matching (a)).
+ *   PASSIVE_ESTABLISHED_CB on the child re-evaluates: the same listener
+ *   lookup as (b), and the saved SYN (cookie children have none -> not ok,
+ *   matching (a)). A child whose listener is not registered gets no record.
  *   A SYN-ACK whose reservation/store failed (option space full) is remembered
  *   in the LRU hash "smcr_synack_fail" keyed by (netns, 4-tuple); the child
  *   consults it at PASSIVE_ESTABLISHED_CB, and a TFO child (established before
@@ -91,7 +92,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, __u32);
 } smcr_optin SEC(".maps");
@@ -310,7 +311,7 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops *skops, struct bp
 	/* SYN-ACK (re)sent by a full socket (TFO child retransmission): repeat
 	 * only what the child recorded as sent. */
 	r = result_of(sk, 0);
-	if (r && (*r & SMCR_R_WE_SENT_SYNACK_OPT) && opted_in(sk))
+	if (r && (*r & SMCR_R_WE_SENT_SYNACK_OPT))
 		bpf_reserve_hdr_opt(skops, SMCR_RESERVE, 0);
 }
 
@@ -356,9 +357,9 @@ static __always_inline void on_listen(struct bpf_sock_ops *skops, struct bpf_soc
 	listener_key_of(skops, &k);
 	if (bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof(one)) ||
 	    bpf_map_update_elem(&smcr_listeners, &k, &one8, BPF_ANY)) {
-		/* Cannot serve this listener: withdraw its opt-in so that its
-		 * children (which clone it) report "not opted in" and never
-		 * claim an option their SYN-ACK did not carry. */
+		/* Cannot serve this listener: it stays unregistered (its
+		 * SYN-ACKs carry no option, its children get no record), and
+		 * its opt-in is withdrawn. */
 		*v = 0;
 		return;
 	}
@@ -414,7 +415,7 @@ static __always_inline void on_passive_established(struct bpf_sock_ops *skops, s
 	__u32 *r, f;
 	int tfo;
 
-	if (!opted_in(sk)) /* cloned from the listener */
+	if (!listener_opted_in(skops)) /* as its SYN-ACK's callback decided */
 		return;
 	r = result_of(sk, 1);
 	if (!r)
@@ -431,12 +432,12 @@ static __always_inline void on_passive_established(struct bpf_sock_ops *skops, s
 			f |= SMCR_R_WE_SENT_SYNACK_OPT | SMCR_R_SMC_OK;
 	}
 	*r = f;
-	/* The STATE_CB flag inherited from the listener is only kept for a TFO
-	 * child (to re-check the SYN-ACK when it leaves SYN_RECV). The write flag
-	 * stays: with TFO the SYN-ACK is still to come; it is cleared on the
-	 * first non-SYN segment. */
+	/* The flags inherited from the listener are only kept for a TFO child:
+	 * STATE_CB to re-check the SYN-ACK when it leaves SYN_RECV, WRITE_HDR_OPT
+	 * because its SYN-ACK is still to come (then cleared on its first
+	 * non-SYN segment). Any other child sends no SYN any more. */
 	if (!tfo)
-		set_cb_flag(skops, BPF_SOCK_OPS_STATE_CB_FLAG, 0);
+		set_cb_flag(skops, BPF_SOCK_OPS_STATE_CB_FLAG | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG, 0);
 }
 
 SEC("sockops")

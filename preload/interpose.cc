@@ -220,12 +220,14 @@ uint32_t granted_buffer(int fd, int name) {
   return static_cast<uint32_t>(v) / 2;
 }
 
-int after_tcp_established(int fd, bool client, bool allowed = true) {
+// `listener` is the fd accept() took a server's `fd` from (-1 for a client).
+int after_tcp_established(int fd, int listener, bool allowed = true) {
+  bool client = listener < 0;
   using smcr::bpfopt::Result;
   // An accepted child's record completes in the softirq that queued it, so
   // it may come a moment late; kAcceptRecordWaitMs only bounds a stalled CPU.
   constexpr int kAcceptRecordWaitMs = 2000;
-  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(fd, kAcceptRecordWaitMs);
+  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(listener, fd, kAcceptRecordWaitMs);
   if (r != Result::kSmcBoth) {
     smcr::Fallback why = r == Result::kNotLoaded   ? smcr::Fallback::kBpfNotLoaded
                          : r == Result::kUndecided ? smcr::Fallback::kOptionUndecided
@@ -396,7 +398,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       return -1;
     }
   }
-  if (after_tcp_established(fd, true) != 0) return -1;
+  if (after_tcp_established(fd, -1) != 0) return -1;
   if (flow) {
     if (Connection* c = fd_table().get(fd)) {
       c->set_short_flow_key(flow);
@@ -448,7 +450,7 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
                    smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
                    smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
                    policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
-    if (after_tcp_established(nfd, false, allowed) == 0) return nfd;
+    if (after_tcp_established(nfd, fd, allowed) == 0) return nfd;
     // Reset during CLC: that connection is gone; offer the next one.
     REAL(close);
     fd_table().set_kind(nfd, smcr::preload::kFdUnknown);

@@ -488,8 +488,8 @@ TEST_F(BpfOption, WireBothOptedIn) {
   // accept()'s reading: a complete record answers; an opted-in socket whose
   // record never completes (the listener's) is undecided after the bound,
   // never reported as "the peer sent no option".
-  EXPECT_EQ(bo::read_accepted_result(p.server, 2000), bo::Result::kSmcBoth);
-  EXPECT_EQ(bo::read_accepted_result(p.listener, 20), bo::Result::kUndecided);
+  EXPECT_EQ(bo::read_accepted_result(p.listener, p.server, 2000), bo::Result::kSmcBoth);
+  EXPECT_EQ(bo::read_accepted_result(p.listener, p.listener, 20), bo::Result::kUndecided);
 }
 
 // 2: the instrument itself (positive control), twice in one capture.
@@ -531,11 +531,42 @@ TEST_F(BpfOption, ServerNotOptedIn) {
   EXPECT_EQ(bo::read_result(p.client), bo::Result::kNotBoth);
   EXPECT_EQ(flags_of(p.client), bo::kActive | bo::kDone | bo::kWeSentSynOpt);
   EXPECT_EQ(bo::read_result(p.server), bo::Result::kNotOptedIn);
-  // A child without the opt-in will never get a record: accept()'s reading
-  // says so at once rather than waiting out its bound (here 60 s).
+  // The child of a listener that is not opted in will never get a record:
+  // accept()'s reading says so at once rather than waiting out its bound
+  // (here 60 s).
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(bo::read_accepted_result(p.server, 60000), bo::Result::kNotOptedIn);
+  EXPECT_EQ(bo::read_accepted_result(p.listener, p.server, 60000), bo::Result::kNotOptedIn);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+}
+
+// 4b: a listener opted in only after listen() is not registered: its
+// SYN-ACK carries no option, both ends say not-both, and its child (which
+// does not inherit the listener's opt-in) gets no record, which accept()'s
+// reading answers at once.
+TEST_F(BpfOption, OptInAfterListenIsNotRegistered) {
+  instrument_check();
+  uint16_t lport = 0;
+  int l = make_listener(false, &lport);
+  ASSERT_GE(l, 0);
+  ASSERT_TRUE(bo::opt_in(l));
+  int c = connect_client(lport, true);
+  ASSERT_GE(c, 0);
+  int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(xfer(c, s, "ping"));
+  auto segs = cap_.drain(lport);
+  Wire w = summarize(segs, local_port(c));
+  SCOPED_TRACE(dump(segs));
+  EXPECT_EQ(w.syn_opt, 1);
+  EXPECT_EQ(w.synack_opt, 0);
+  EXPECT_EQ(bo::read_result(c), bo::Result::kNotBoth);
+  EXPECT_EQ(bo::read_result(s), bo::Result::kNotOptedIn);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(bo::read_accepted_result(l, s, 60000), bo::Result::kNotOptedIn);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  close(c);
+  close(s);
+  close(l);
 }
 
 // 5: another process in the same cgroup, not opted in, sends no option, even
