@@ -97,6 +97,7 @@ const char* fallback_name(Fallback f) {
     case Fallback::kPolicy: return "policy";
     case Fallback::kOptionUndecided: return "option_undecided";
     case Fallback::kShortFlow: return "short_flow";
+    case Fallback::kOwnListener: return "own_listener";
     case Fallback::kCount: break;
   }
   return "unknown";

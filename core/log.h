@@ -32,6 +32,7 @@ enum class Fallback : int {
   kPolicy,            // the operator's policy keeps this connection on TCP
   kOptionUndecided,   // accepted child's option record did not complete in time
   kShortFlow,         // recent connections to this destination were short (short_flows.h)
+  kOwnListener,       // a listener of this process nobody else accepts on (own_listeners.h)
   kCount
 };
 const char* fallback_name(Fallback f);

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "bpf/option.h"
@@ -39,6 +40,7 @@
 #include "core/sys.h"
 #include "preload/epoll.h"
 #include "preload/fd_table.h"
+#include "preload/own_listeners.h"
 #include "preload/takeover.h"
 
 using smcr::Connection;
@@ -362,6 +364,13 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kPolicy);
     return rc;
   }
+  if (smcr::preload::own::unattended(addr, len)) {
+    // Our own listener, and this thread may be the one to accept: a CLC
+    // held in connect() would wait for that accept().
+    int rc = real_connect(fd, addr, len);
+    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kOwnListener);
+    return rc;
+  }
   uint32_t flow = smcr::shortflows::destination_key(addr, len);
   if (flow && smcr::shortflows::keep_on_tcp(flow, smcr::sys::now_ms())) {
     int rc = real_connect(fd, addr, len);
@@ -426,6 +435,9 @@ int listen(int fd, int backlog) {
     }
     bool opted = smcr::bpfopt::opt_in(fd);
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
+    int rc = real_listen(fd, backlog);
+    if (rc == 0 && opted) smcr::preload::own::listening(fd);
+    return rc;
   }
   return real_listen(fd, backlog);
 }
@@ -433,7 +445,10 @@ int listen(int fd, int backlog) {
 int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   REAL(accept4);
   for (;;) {
+    std::optional<smcr::preload::own::Accepting> accepting;
+    if (fd_table().kind(fd) == smcr::preload::kFdSmcListener) accepting.emplace(fd);
     int nfd = real_accept4(fd, addr, len, flags);
+    accepting.reset();
     if (nfd < 0) return nfd;
     uint8_t kind = fd_table().kind(fd);
     if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);

@@ -66,9 +66,32 @@ struct Pair {
   }
 };
 
+// Waits until thread `tid` sleeps (a thread about to accept() is then in
+// it): a connect() to a listener of this process is served by SMC-R only
+// while another thread is in accept() (preload/own_listeners.h).
+void await_sleeping(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+  for (int i = 0; i < 2000; ++i) {
+    char buf[256] = {};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    const char* state = n > 0 ? strrchr(buf, ')') : nullptr;
+    if (state && state[1] == ' ' && state[2] == 'S') return;
+    usleep(500);
+  }
+}
+
 bool make_pair(Pair* p, bool nonblocking_connect = false) {
   int b = -1;
-  std::thread acc([&] { b = accept(g_listener, nullptr, nullptr); });
+  std::atomic<pid_t> acc_tid{0};
+  std::thread acc([&] {
+    acc_tid = gettid();
+    b = accept(g_listener, nullptr, nullptr);
+  });
+  while (acc_tid.load() == 0) std::this_thread::yield();
+  await_sleeping(acc_tid.load());
   int a = socket(AF_INET, SOCK_STREAM | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
   int rc = connect(a, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr);
   acc.join();

@@ -1,0 +1,184 @@
+#include "preload/own_listeners.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "core/connection.h"
+#include "core/log.h"
+#include "core/sys.h"
+#include "preload/fd_table.h"
+
+namespace smcr::preload::own {
+namespace {
+
+// A listener's bound address as IPv6 (IPv4 as ::ffff:a.b.c.d).
+struct Bound {
+  uint8_t addr[16];
+  uint16_t port;  // host order
+  bool any;       // 0.0.0.0 or ::
+  bool v6only_any;  // ::, but IPv4 connections excluded (IPV6_V6ONLY)
+};
+
+constexpr int kSlots = 64;
+struct Slot {
+  std::atomic<int> fd{-1};  // published last
+  Bound bound{};
+  // Threads of process generation `generation` in accept() on it. A forked
+  // child's copy counts threads it does not have: it starts again at 0.
+  std::atomic<int> accepters{0};
+  std::atomic<uint64_t> generation{0};
+};
+Slot g_slots[kSlots];
+std::atomic<bool> g_any{false};  // a listener was ever registered: connect()s look
+std::mutex g_register_mu;  // registrations only; lookups read atomics
+// How long connect() waits for a thread to enter accept() on a blocking
+// listener of ours (a test's accept thread, started just before).
+constexpr int kGraceMs = 20;
+
+bool to_bound(const sockaddr_storage& ss, Bound* b) {
+  memset(b, 0, sizeof *b);
+  if (ss.ss_family == AF_INET) {
+    sockaddr_in a;
+    memcpy(&a, &ss, sizeof a);
+    b->addr[10] = b->addr[11] = 0xff;
+    memcpy(b->addr + 12, &a.sin_addr, 4);
+    b->port = ntohs(a.sin_port);
+    b->any = a.sin_addr.s_addr == htonl(INADDR_ANY);
+    return true;
+  }
+  if (ss.ss_family == AF_INET6) {
+    sockaddr_in6 a;
+    memcpy(&a, &ss, sizeof a);
+    memcpy(b->addr, &a.sin6_addr, 16);
+    b->port = ntohs(a.sin6_port);
+    b->any = IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr);
+    return true;
+  }
+  return false;
+}
+
+bool is_loopback(const uint8_t* a) {
+  static const uint8_t v6_loop[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  bool mapped = std::all_of(a, a + 10, [](uint8_t x) { return x == 0; }) && a[10] == 0xff && a[11] == 0xff;
+  return memcmp(a, v6_loop, 16) == 0 || (mapped && a[12] == 127);
+}
+
+// Is `dest` one of this host's addresses? The kernel answers: a datagram
+// socket connected to a local address takes that address as its own.
+bool is_local(const sockaddr* dest, socklen_t len) {
+  int s = sys::socket(dest->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  sockaddr_storage me{};
+  socklen_t ml = sizeof me;
+  bool local = sys::connect(s, dest, len) == 0 && sys::getsockname(s, reinterpret_cast<sockaddr*>(&me), &ml) == 0;
+  sys::close(s);
+  if (!local) return false;
+  Bound d, m;
+  sockaddr_storage ds{};
+  memcpy(&ds, dest, std::min<size_t>(len, sizeof ds));
+  return to_bound(ds, &d) && to_bound(me, &m) && memcmp(d.addr, m.addr, 16) == 0;
+}
+
+// Does a connection to `d` (from `dest`) reach the listener bound at `b`?
+bool reaches(const Bound& b, const Bound& d, const sockaddr* dest, socklen_t len) {
+  if (b.port != d.port) return false;
+  if (!b.any) return memcmp(b.addr, d.addr, 16) == 0;
+  if (b.v6only_any && d.addr[10] == 0xff && d.addr[11] == 0xff) return false;
+  return is_loopback(d.addr) || is_local(dest, len);
+}
+
+}  // namespace
+
+void listening(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  Bound b;
+  if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || !to_bound(ss, &b)) return;
+  if (ss.ss_family == AF_INET6 && b.any) {
+    int only = 0;
+    socklen_t ol = sizeof only;
+    b.v6only_any = sys::getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, &ol) == 0 && only;
+  }
+  std::lock_guard<std::mutex> lock(g_register_mu);
+  Slot* free_slot = nullptr;
+  for (Slot& s : g_slots) {
+    int cur = s.fd.load(std::memory_order_acquire);
+    if (cur == fd) {
+      free_slot = &s;
+      break;
+    }
+    // A slot whose number is no SMC-R listener any more (closed, or reused).
+    if (!free_slot && (cur < 0 || fd_table().kind(cur) != kFdSmcListener)) free_slot = &s;
+  }
+  if (!free_slot) {
+    SMCR_LOG(1, "fd %d: more than %d SMC-R listeners; connects to it are not checked for this process", fd, kSlots);
+    return;
+  }
+  free_slot->fd.store(-1, std::memory_order_release);
+  free_slot->bound = b;
+  free_slot->accepters.store(0, std::memory_order_relaxed);
+  free_slot->generation.store(process_generation(), std::memory_order_relaxed);
+  free_slot->fd.store(fd, std::memory_order_release);
+  g_any.store(true, std::memory_order_release);
+}
+
+Accepting::Accepting(int fd) : slot_(-1) {
+  for (int i = 0; i < kSlots; ++i) {
+    Slot& s = g_slots[i];
+    if (s.fd.load(std::memory_order_acquire) != fd) continue;
+    uint64_t gen = process_generation();
+    if (s.generation.load(std::memory_order_acquire) != gen) {
+      std::lock_guard<std::mutex> lock(g_register_mu);
+      if (s.generation.load(std::memory_order_relaxed) != gen) {
+        s.accepters.store(0, std::memory_order_relaxed);
+        s.generation.store(gen, std::memory_order_release);
+      }
+    }
+    slot_ = i;
+    s.accepters.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+}
+
+Accepting::~Accepting() {
+  if (slot_ >= 0) g_slots[slot_].accepters.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool unattended(const sockaddr* addr, socklen_t len) {
+  if (!g_any.load(std::memory_order_acquire) || !addr || len < sizeof(sa_family_t)) return false;
+  sockaddr_storage ds{};
+  memcpy(&ds, addr, std::min<size_t>(len, sizeof ds));
+  if ((ds.ss_family == AF_INET && len < sizeof(sockaddr_in)) || (ds.ss_family == AF_INET6 && len < sizeof(sockaddr_in6)))
+    return false;
+  Bound d;
+  if (!to_bound(ds, &d)) return false;
+  for (Slot& s : g_slots) {
+    int fd = s.fd.load(std::memory_order_acquire);
+    if (fd < 0 || s.bound.port != d.port) continue;  // the cheap test first
+    if (fd_table().kind(fd) != kFdSmcListener || !reaches(s.bound, d, addr, len)) continue;
+    // Ours. Served only if another thread of this process accepts on it
+    // (soon); a forked child's listener may be served by its parent or not
+    // at all (nginx's workers are forked): it cannot tell, so plain TCP.
+    // Only a blocking listener is worth the grace: an event loop's is
+    // non-blocking, and its accept() calls never wait.
+    uint64_t gen = process_generation();
+    int fl = sys::fcntl(fd, F_GETFL);
+    int64_t until = sys::now_ms() + (fl >= 0 && !(fl & O_NONBLOCK) ? kGraceMs : 0);
+    while (s.generation.load(std::memory_order_acquire) != gen || s.accepters.load(std::memory_order_acquire) == 0) {
+      if (sys::now_ms() >= until) return true;
+      timespec pause{0, 200000};
+      nanosleep(&pause, nullptr);
+    }
+    return false;
+  }
+  return false;
+}
+
+}  // namespace smcr::preload::own

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""A process that connects to its own listener, the ways real programs do.
+
+  same-thread   connect(), then accept() in the same thread (a TCP socketpair)
+  event-loop    asyncio server and client in one event loop
+  thread        accept() blocked in another thread first (served: SMC-R)
+
+Each mode moves bytes both ways and checks them; it prints one line
+"mode=... ok=1 connect_s=..." and exits 0 when every exchange was intact.
+"""
+import asyncio
+import socket
+import sys
+import threading
+import time
+
+N = 5
+PAYLOAD = bytes(range(256)) * 400  # 100 KiB
+
+
+def exchange(a, b):
+    a.sendall(PAYLOAD)
+    got = b""
+    while len(got) < len(PAYLOAD):
+        chunk = b.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    b.sendall(b"done")
+    return got == PAYLOAD and a.recv(4) == b"done"
+
+
+def same_thread():
+    ok, worst = True, 0.0
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        for _ in range(N):
+            t0 = time.monotonic()
+            c = socket.create_connection(srv.getsockname(), timeout=30)
+            worst = max(worst, time.monotonic() - t0)
+            a, _ = srv.accept()
+            ok = exchange(c, a) and ok
+            c.close()
+            a.close()
+    return ok, worst
+
+
+def thread():
+    ok, worst = True, 0.0
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        for _ in range(N):
+            got = {}
+            t = threading.Thread(target=lambda: got.setdefault("a", srv.accept()[0]))
+            t.start()
+            time.sleep(0.05)  # in accept() by now
+            t0 = time.monotonic()
+            c = socket.create_connection(srv.getsockname(), timeout=30)
+            worst = max(worst, time.monotonic() - t0)
+            t.join()
+            ok = exchange(c, got["a"]) and ok
+            c.close()
+            got["a"].close()
+    return ok, worst
+
+
+def event_loop():
+    async def run():
+        async def handle(r, w):
+            data = await r.readexactly(len(PAYLOAD))
+            w.write(data[::-1])
+            await w.drain()
+            w.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        ok, worst = True, 0.0
+        for _ in range(N):
+            t0 = time.monotonic()
+            r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 30)
+            worst = max(worst, time.monotonic() - t0)
+            w.write(PAYLOAD)
+            await w.drain()
+            ok = (await r.readexactly(len(PAYLOAD))) == PAYLOAD[::-1] and ok
+            w.close()
+        srv.close()
+        await srv.wait_closed()
+        return ok, worst
+
+    return asyncio.run(run())
+
+
+def main():
+    mode = sys.argv[1]
+    ok, worst = {"same-thread": same_thread, "thread": thread, "event-loop": event_loop}[mode]()
+    print("mode=%s ok=%d connect_s=%.3f" % (mode, 1 if ok else 0, worst))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
