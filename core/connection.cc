@@ -1123,6 +1123,9 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       signal_reset_locked();
       return static_cast<ssize_t>(want);
     }
+    // As TCP: writing nothing after the peer's close (FIN, and no RST yet)
+    // is no error.
+    if (want == 0 && !local_write_closed(state_) && !wrote_after_peer_close_ && !reset_reported_) return 0;
     if (local_write_closed(state_) || peer_closed_) {
       if (done) return static_cast<ssize_t>(done);
       take_reset_error_locked();

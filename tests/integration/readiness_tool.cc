@@ -666,17 +666,23 @@ bool case_write_after_peer_close() {
   close(p.b);
   p.b = -1;
   bool rdhup = wait_for(p.a, POLLRDHUP, 3000);
+  // Writing nothing is no error yet (Python's test_socket sends b"" here).
+  ssize_t z1 = send(p.a, "", 0, MSG_NOSIGNAL);
+  int z1e = z1 < 0 ? errno : 0;
   Result w1 = send_now(p.a);
   bool hup = wait_for(p.a, POLLHUP, 3000);
   int e = so_error(p.a);  // the RST came in CLOSE_WAIT: EPIPE, once
   Result w2 = send_now(p.a);
+  ssize_t z2 = send(p.a, "", 0, MSG_NOSIGNAL);  // after the RST: EPIPE
+  int z2e = z2 < 0 ? errno : 0;
   char buf[8];
   Result r = recv_now(p.a, buf, sizeof buf);
   int e2 = so_error(p.a);
-  bool ok = rdhup && w1.n == 1 && hup && e == EPIPE && w2.n == -1 && w2.err == EPIPE && r.n == 0 && e2 == 0;
+  bool ok = rdhup && z1 == 0 && w1.n == 1 && hup && e == EPIPE && w2.n == -1 && w2.err == EPIPE && z2 == -1 &&
+            z2e == EPIPE && r.n == 0 && e2 == 0;
   if (!ok)
-    printf("  rdhup=%d send=%zd/%d hup=%d so_error=%d send=%zd/%d recv=%zd/%d so_error=%d\n", rdhup, w1.n, w1.err, hup,
-           e, w2.n, w2.err, r.n, r.err, e2);
+    printf("  rdhup=%d send0=%zd/%d send=%zd/%d hup=%d so_error=%d send=%zd/%d send0=%zd/%d recv=%zd/%d so_error=%d\n",
+           rdhup, z1, z1e, w1.n, w1.err, hup, e, w2.n, w2.err, z2, z2e, r.n, r.err, e2);
   return ok;
 }
 
