@@ -22,7 +22,8 @@ namespace {
 struct Bound {
   uint8_t addr[16];
   uint16_t port;  // host order
-  bool any;       // 0.0.0.0 or ::
+  bool any;         // 0.0.0.0 or ::
+  bool v4;          // an AF_INET socket: IPv4 connections only
   bool v6only_any;  // ::, but IPv4 connections excluded (IPV6_V6ONLY)
 };
 
@@ -51,6 +52,7 @@ bool to_bound(const sockaddr_storage& ss, Bound* b) {
     memcpy(b->addr + 12, &a.sin_addr, 4);
     b->port = ntohs(a.sin_port);
     b->any = a.sin_addr.s_addr == htonl(INADDR_ANY);
+    b->v4 = true;
     return true;
   }
   if (ss.ss_family == AF_INET6) {
@@ -90,7 +92,9 @@ bool is_local(const sockaddr* dest, socklen_t len) {
 bool reaches(const Bound& b, const Bound& d, const sockaddr* dest, socklen_t len) {
   if (b.port != d.port) return false;
   if (!b.any) return memcmp(b.addr, d.addr, 16) == 0;
-  if (b.v6only_any && d.addr[10] == 0xff && d.addr[11] == 0xff) return false;
+  bool d_v4 = std::all_of(d.addr, d.addr + 10, [](uint8_t x) { return x == 0; }) && d.addr[10] == 0xff &&
+              d.addr[11] == 0xff;
+  if ((b.v4 && !d_v4) || (b.v6only_any && d_v4)) return false;
   return is_loopback(d.addr) || is_local(dest, len);
 }
 
