@@ -30,23 +30,9 @@ def exchange(a, b):
     return got == PAYLOAD and a.recv(4) == b"done"
 
 
-def same_thread():
-    ok, worst = True, 0.0
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(8)
-        for _ in range(N):
-            t0 = time.monotonic()
-            c = socket.create_connection(srv.getsockname(), timeout=30)
-            worst = max(worst, time.monotonic() - t0)
-            a, _ = srv.accept()
-            ok = exchange(c, a) and ok
-            c.close()
-            a.close()
-    return ok, worst
-
-
-def thread():
+def pairs(accept_in_thread):
+    """N connections to our own listener, accepted after connect() returns
+    in this thread, or by a thread already blocked in accept()."""
     ok, worst = True, 0.0
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
@@ -54,12 +40,16 @@ def thread():
         for _ in range(N):
             got = {}
             t = threading.Thread(target=lambda: got.setdefault("a", srv.accept()[0]))
-            t.start()
-            time.sleep(0.05)  # in accept() by now
+            if accept_in_thread:
+                t.start()
+                time.sleep(0.05)  # in accept() by now
             t0 = time.monotonic()
             c = socket.create_connection(srv.getsockname(), timeout=30)
             worst = max(worst, time.monotonic() - t0)
-            t.join()
+            if accept_in_thread:
+                t.join()
+            else:
+                got["a"] = srv.accept()[0]
             ok = exchange(c, got["a"]) and ok
             c.close()
             got["a"].close()
@@ -94,7 +84,8 @@ def event_loop():
 
 def main():
     mode = sys.argv[1]
-    ok, worst = {"same-thread": same_thread, "thread": thread, "event-loop": event_loop}[mode]()
+    run = {"same-thread": lambda: pairs(False), "thread": lambda: pairs(True), "event-loop": event_loop}[mode]
+    ok, worst = run()
     print("mode=%s ok=%d connect_s=%.3f" % (mode, 1 if ok else 0, worst))
     return 0 if ok else 1
 
