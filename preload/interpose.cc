@@ -26,7 +26,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "bpf/option.h"
@@ -445,10 +444,12 @@ int listen(int fd, int backlog) {
 int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   REAL(accept4);
   for (;;) {
-    std::optional<smcr::preload::own::Accepting> accepting;
-    if (fd_table().kind(fd) == smcr::preload::kFdSmcListener) accepting.emplace(fd);
-    int nfd = real_accept4(fd, addr, len, flags);
-    accepting.reset();
+    int nfd;
+    {
+      smcr::preload::own::Serving serving;
+      serving.listener(fd);
+      nfd = real_accept4(fd, addr, len, flags);
+    }
     if (nfd < 0) return nfd;
     uint8_t kind = fd_table().kind(fd);
     if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
@@ -478,6 +479,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 int close(int fd) {
   REAL(close);
   smcr::preload::epoll_forget_fd(fd);
+  smcr::preload::own::forget(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);
@@ -805,6 +807,7 @@ int dup3(int oldfd, int newfd, int flags) {
   }
   ConnRef c(oldfd);
   smcr::preload::epoll_forget_fd(newfd);
+  smcr::preload::own::forget(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
   if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
@@ -1073,7 +1076,10 @@ int execle(const char* path, const char* arg, ...) {
 // --- epoll, and the other ways to wait for readiness (preload/epoll.h).
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
   REAL(epoll_ctl);
-  return smcr::preload::epoll_ctl_hook(real_epoll_ctl, epfd, op, fd, ev);
+  int rc = smcr::preload::epoll_ctl_hook(real_epoll_ctl, epfd, op, fd, ev);
+  if (rc == 0 && fd_table().kind(fd) == smcr::preload::kFdSmcListener)
+    smcr::preload::own::epoll_watch(epfd, op, fd, ev ? ev->events : 0);
+  return rc;
 }
 
 int epoll_wait(int epfd, struct epoll_event* ev, int max, int timeout) {
@@ -1082,6 +1088,8 @@ int epoll_wait(int epfd, struct epoll_event* ev, int max, int timeout) {
 
 int epoll_pwait(int epfd, struct epoll_event* ev, int max, int timeout, const sigset_t* mask) {
   REAL(epoll_pwait);
+  smcr::preload::own::Serving serving;
+  serving.epoll_set(epfd);
   return smcr::preload::epoll_wait_hook(real_epoll_pwait, nullptr, epfd, ev, max,
                                         timeout < 0 ? -1 : timeout * 1000000LL, mask);
 }
@@ -1102,6 +1110,8 @@ int epoll_pwait2(int epfd, struct epoll_event* ev, int max, const struct timespe
   }
   if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) return real(epfd, ev, max, ts, mask);
   REAL(epoll_pwait);
+  smcr::preload::own::Serving serving;
+  serving.epoll_set(epfd);
   long long ns = ts ? ts->tv_sec * 1000000000LL + ts->tv_nsec : -1;
   return smcr::preload::epoll_wait_hook(real_epoll_pwait, real, epfd, ev, max, ns, mask);
 }
@@ -1109,12 +1119,16 @@ int epoll_pwait2(int epfd, struct epoll_event* ev, int max, const struct timespe
 int poll(struct pollfd* fds, nfds_t n, int timeout) {
   REAL(poll);
   before_poll(fds, n);
+  smcr::preload::own::Serving serving;
+  serving.poll_set(fds, n);
   return real_poll(fds, n, timeout);
 }
 
 int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask) {
   REAL(ppoll);
   before_poll(fds, n);
+  smcr::preload::own::Serving serving;
+  serving.poll_set(fds, n);
   return real_ppoll(fds, n, ts, mask);
 }
 
@@ -1131,6 +1145,8 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struct timeval* tv) {
   REAL(select);
   before_select(nfds, readfds);
+  smcr::preload::own::Serving serving;
+  serving.select_set(nfds, readfds);
   return real_select(nfds, readfds, writefds, exceptfds, tv);
 }
 
@@ -1138,6 +1154,8 @@ int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, cons
             const sigset_t* mask) {
   REAL(pselect);
   before_select(nfds, readfds);
+  smcr::preload::own::Serving serving;
+  serving.select_set(nfds, readfds);
   return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <time.h>
 
 #include <algorithm>
@@ -31,13 +32,18 @@ constexpr int kSlots = 64;
 struct Slot {
   std::atomic<int> fd{-1};  // published last
   Bound bound{};
-  // Threads of process generation `generation` in accept() on it. A forked
-  // child's copy counts threads it does not have: it starts again at 0.
-  std::atomic<int> accepters{0};
+  // Threads of process generation `generation` serving it (Serving). A
+  // forked child's copy counts threads it does not have: it starts again
+  // at 0.
+  std::atomic<int> servers{0};
   std::atomic<uint64_t> generation{0};
+  // epoll sets watching it for EPOLLIN (-1: none).
+  static constexpr int kEpolls = 4;
+  std::atomic<int> epfds[kEpolls] = {-1, -1, -1, -1};
 };
 Slot g_slots[kSlots];
 std::atomic<bool> g_any{false};  // a listener was ever registered: connect()s look
+std::atomic<int> g_used{0};      // slots [0, g_used) may be in use
 std::mutex g_register_mu;  // registrations only; lookups read atomics
 // How long connect() waits for a thread to enter accept() on a blocking
 // listener of ours (a test's accept thread, started just before).
@@ -125,34 +131,110 @@ void listening(int fd) {
     SMCR_LOG(1, "fd %d: more than %d SMC-R listeners; connects to it are not checked for this process", fd, kSlots);
     return;
   }
+  bool same = free_slot->fd.load(std::memory_order_relaxed) == fd;
   free_slot->fd.store(-1, std::memory_order_release);
   free_slot->bound = b;
-  free_slot->accepters.store(0, std::memory_order_relaxed);
+  if (!same) {  // a listen() again keeps its servers and epoll sets
+    free_slot->servers.store(0, std::memory_order_relaxed);
+    for (auto& e : free_slot->epfds) e.store(-1, std::memory_order_relaxed);
+  }
   free_slot->generation.store(process_generation(), std::memory_order_relaxed);
   free_slot->fd.store(fd, std::memory_order_release);
+  int index = static_cast<int>(free_slot - g_slots);
+  if (index >= g_used.load(std::memory_order_relaxed)) g_used.store(index + 1, std::memory_order_release);
   g_any.store(true, std::memory_order_release);
 }
 
-Accepting::Accepting(int fd) : slot_(-1) {
-  for (int i = 0; i < kSlots; ++i) {
-    Slot& s = g_slots[i];
-    if (s.fd.load(std::memory_order_acquire) != fd) continue;
-    uint64_t gen = process_generation();
-    if (s.generation.load(std::memory_order_acquire) != gen) {
-      std::lock_guard<std::mutex> lock(g_register_mu);
-      if (s.generation.load(std::memory_order_relaxed) != gen) {
-        s.accepters.store(0, std::memory_order_relaxed);
-        s.generation.store(gen, std::memory_order_release);
-      }
+namespace {
+// The slot of our listener `fd`, or -1.
+int slot_of(int fd) {
+  int used = g_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i)
+    if (g_slots[i].fd.load(std::memory_order_acquire) == fd) return fd_table().kind(fd) == kFdSmcListener ? i : -1;
+  return -1;
+}
+}  // namespace
+
+void Serving::count(int slot) {
+  if (slot < 0 || n_ == kMax) return;
+  for (int i = 0; i < n_; ++i)
+    if (slots_[i] == slot) return;
+  Slot& s = g_slots[slot];
+  uint64_t gen = process_generation();
+  if (s.generation.load(std::memory_order_acquire) != gen) {
+    std::lock_guard<std::mutex> lock(g_register_mu);
+    if (s.generation.load(std::memory_order_relaxed) != gen) {
+      s.servers.store(0, std::memory_order_relaxed);
+      s.generation.store(gen, std::memory_order_release);
     }
-    slot_ = i;
-    s.accepters.fetch_add(1, std::memory_order_acq_rel);
-    return;
+  }
+  s.servers.fetch_add(1, std::memory_order_acq_rel);
+  slots_[n_++] = slot;
+}
+
+Serving::~Serving() {
+  for (int i = 0; i < n_; ++i) g_slots[slots_[i]].servers.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void Serving::listener(int fd) {
+  if (g_any.load(std::memory_order_acquire)) count(slot_of(fd));
+}
+
+void Serving::poll_set(const struct pollfd* fds, unsigned long n) {
+  if (!g_any.load(std::memory_order_acquire)) return;
+  for (unsigned long i = 0; i < n; ++i)
+    if (fds[i].fd >= 0 && (fds[i].events & (POLLIN | POLLRDNORM)) && fd_table().kind(fds[i].fd) == kFdSmcListener)
+      count(slot_of(fds[i].fd));
+}
+
+void Serving::select_set(int nfds, const fd_set* readfds) {
+  if (!readfds || !g_any.load(std::memory_order_acquire)) return;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd)
+    if (FD_ISSET(fd, readfds) && fd_table().kind(fd) == kFdSmcListener) count(slot_of(fd));
+}
+
+void Serving::epoll_set(int epfd) {
+  if (!g_any.load(std::memory_order_acquire)) return;
+  int used = g_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    Slot& s = g_slots[i];
+    for (auto& e : s.epfds) {
+      if (e.load(std::memory_order_relaxed) != epfd) continue;
+      int fd = s.fd.load(std::memory_order_acquire);
+      if (fd >= 0 && fd_table().kind(fd) == kFdSmcListener) count(i);
+      break;
+    }
   }
 }
 
-Accepting::~Accepting() {
-  if (slot_ >= 0) g_slots[slot_].accepters.fetch_sub(1, std::memory_order_acq_rel);
+void epoll_watch(int epfd, int op, int fd, uint32_t events) {
+  int slot = slot_of(fd);
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_register_mu);
+  Slot& s = g_slots[slot];
+  bool watch = op != EPOLL_CTL_DEL && (events & EPOLLIN);
+  std::atomic<int>* free_entry = nullptr;
+  for (auto& e : s.epfds) {
+    int cur = e.load(std::memory_order_relaxed);
+    if (cur == epfd) {
+      if (!watch) e.store(-1, std::memory_order_relaxed);
+      return;
+    }
+    if (cur < 0 && !free_entry) free_entry = &e;
+  }
+  // A fifth set is not counted: its waiters then look like nobody, and
+  // connects to this listener go plain TCP (the safe side).
+  if (watch && free_entry) free_entry->store(epfd, std::memory_order_relaxed);
+}
+
+void forget(int fd) {
+  if (!g_any.load(std::memory_order_acquire)) return;
+  int used = g_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i)
+    for (auto& e : g_slots[i].epfds) {
+      int cur = fd;
+      e.compare_exchange_strong(cur, -1, std::memory_order_relaxed);
+    }
 }
 
 bool unattended(const sockaddr* addr, socklen_t len) {
@@ -163,7 +245,9 @@ bool unattended(const sockaddr* addr, socklen_t len) {
     return false;
   Bound d;
   if (!to_bound(ds, &d)) return false;
-  for (Slot& s : g_slots) {
+  int used = g_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    Slot& s = g_slots[i];
     int fd = s.fd.load(std::memory_order_acquire);
     if (fd < 0 || s.bound.port != d.port) continue;  // the cheap test first
     if (fd_table().kind(fd) != kFdSmcListener || !reaches(s.bound, d, addr, len)) continue;
@@ -175,7 +259,7 @@ bool unattended(const sockaddr* addr, socklen_t len) {
     uint64_t gen = process_generation();
     int fl = sys::fcntl(fd, F_GETFL);
     int64_t until = sys::now_ms() + (fl >= 0 && !(fl & O_NONBLOCK) ? kGraceMs : 0);
-    while (s.generation.load(std::memory_order_acquire) != gen || s.accepters.load(std::memory_order_acquire) == 0) {
+    while (s.generation.load(std::memory_order_acquire) != gen || s.servers.load(std::memory_order_acquire) == 0) {
       if (sys::now_ms() >= until) return true;
       timespec pause{0, 200000};
       nanosleep(&pause, nullptr);

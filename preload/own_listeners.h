@@ -10,7 +10,8 @@
 // then fail it. Such a connect() goes plain TCP instead (no option on its
 // SYN: the accepted side follows), unless another thread of this process is
 // already blocked in accept() on that listener: then the handshake is
-// served and the connection is SMC-R. For a blocking listener, connect()
+// served and the connection is SMC-R (so is one asleep in poll, select or
+// epoll_wait with the listener in its set: an event loop in another thread). For a blocking listener, connect()
 // waits up to 20 ms for such a thread (one started just before connect()
 // to accept, as a test does); an event loop's listener is non-blocking and
 // gets no grace. Only this process's threads count: in a forked child
@@ -18,24 +19,42 @@
 // the connecting thread itself, and its connects go plain TCP.
 #pragma once
 
+#include <poll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
+
+#include <cstdint>
 
 namespace smcr::preload::own {
 
 // listen() made `fd` an SMC-R listener of this process.
 void listening(int fd);
 
-// A blocking or non-blocking accept() on listener `fd` in progress.
-class Accepting {
+// Counts the calling thread, for its lifetime, as serving this process's
+// SMC-R listeners: in accept() on one, or asleep in poll/select/epoll_wait
+// with one in the set for reading (it accepts when the connection comes).
+class Serving {
  public:
-  explicit Accepting(int fd);
-  ~Accepting();
-  Accepting(const Accepting&) = delete;
-  Accepting& operator=(const Accepting&) = delete;
+  Serving() = default;
+  ~Serving();
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+  void listener(int fd);                         // accept() on fd
+  void poll_set(const struct pollfd* fds, unsigned long n);
+  void select_set(int nfds, const fd_set* readfds);
+  void epoll_set(int epfd);                      // what epoll_watch recorded
 
  private:
-  int slot_;
+  void count(int slot);
+  static constexpr int kMax = 8;  // listeners counted per wait
+  int slots_[kMax];
+  int n_ = 0;
 };
+
+// epoll_ctl(epfd, op, fd, events) succeeded on one of our listeners.
+void epoll_watch(int epfd, int op, int fd, uint32_t events);
+// `fd` was closed (or replaced by dup2): as an epoll set it watches nothing.
+void forget(int fd);
 
 // connect() to `addr`: is it one of this process's SMC-R listeners that no
 // other thread is accepting on (after a short grace)? Then the connection

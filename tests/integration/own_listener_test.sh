@@ -3,8 +3,9 @@
 # with the accept() still to come in the connecting thread (a TCP socketpair,
 # an asyncio server and client in one loop), connect() must not wait in the
 # CLC for it (it did: 6 s, then ETIMEDOUT); it goes plain TCP. With another
-# thread already in accept(), the connection is served and is SMC-R (the
-# positive control: the counters can see SMC-R here).
+# thread already in accept(), or asleep in poll() with the listener in its
+# set (a socketserver), the connection is served and is SMC-R (the positive
+# control: the counters can see SMC-R here).
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 command -v python3 >/dev/null || skip "python3 not installed"
@@ -20,6 +21,11 @@ run_mode() {  # run_mode MODE -> OUT, counters in STATS_DIR
 run_mode thread
 check "accept() in another thread first: 5 exchanges intact" [ "$(field ok "$OUT")" = 1 ]
 check "accept() in another thread first: all 5 SMC-R" [ "$(stat_sum smc_active)" = 5 -a "$(stat_sum smc_passive)" = 5 -a "$(stat_sum fallback_total)" = 0 ]
+
+run_mode server-thread
+check "a socketserver in another thread (asleep in poll()): 5 exchanges intact" [ "$(field ok "$OUT")" = 1 ]
+check "a socketserver in another thread: all 5 SMC-R, no grace waited (slowest connect $(field connect_s "$OUT") s)" \
+  [ "$(stat_sum smc_active)" = 5 -a "$(stat_sum smc_passive)" = 5 -a "$(stat_sum fallback_total)" = 0 ]
 
 run_mode same-thread
 check "connect() then accept() in one thread: 5 exchanges intact" [ "$(field ok "$OUT")" = 1 ]

@@ -4,12 +4,14 @@
   same-thread   connect(), then accept() in the same thread (a TCP socketpair)
   event-loop    asyncio server and client in one event loop
   thread        accept() blocked in another thread first (served: SMC-R)
+  server-thread a socketserver in another thread, waiting in poll() (served)
 
 Each mode moves bytes both ways and checks them; it prints one line
 "mode=... ok=1 connect_s=..." and exits 0 when every exchange was intact.
 """
 import asyncio
 import socket
+import socketserver
 import sys
 import threading
 import time
@@ -56,6 +58,40 @@ def pairs(accept_in_thread):
     return ok, worst
 
 
+def server_thread():
+    class Echo(socketserver.BaseRequestHandler):
+        def handle(self):
+            got = b""
+            while len(got) < len(PAYLOAD):
+                chunk = self.request.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            self.request.sendall(got[::-1])
+
+    ok, worst = True, 0.0
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo) as srv:
+        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.5})
+        t.start()
+        time.sleep(0.1)  # in poll() by now
+        for _ in range(N):
+            t0 = time.monotonic()
+            c = socket.create_connection(srv.server_address, timeout=30)
+            worst = max(worst, time.monotonic() - t0)
+            c.sendall(PAYLOAD)
+            got = b""
+            while len(got) < len(PAYLOAD):
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            ok = got == PAYLOAD[::-1] and ok
+            c.close()
+        srv.shutdown()
+        t.join()
+    return ok, worst
+
+
 def event_loop():
     async def run():
         async def handle(r, w):
@@ -84,7 +120,12 @@ def event_loop():
 
 def main():
     mode = sys.argv[1]
-    run = {"same-thread": lambda: pairs(False), "thread": lambda: pairs(True), "event-loop": event_loop}[mode]
+    run = {
+        "same-thread": lambda: pairs(False),
+        "thread": lambda: pairs(True),
+        "server-thread": server_thread,
+        "event-loop": event_loop,
+    }[mode]
     ok, worst = run()
     print("mode=%s ok=%d connect_s=%.3f" % (mode, 1 if ok else 0, worst))
     return 0 if ok else 1
