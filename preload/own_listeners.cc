@@ -233,7 +233,9 @@ void forget(int fd) {
   for (int i = 0; i < used; ++i)
     for (auto& e : g_slots[i].epfds) {
       int cur = fd;
-      e.compare_exchange_strong(cur, -1, std::memory_order_relaxed);
+      // Loaded first: a close() is common, a closed epoll set that watched
+      // a listener is not, and a failing compare-exchange still locks.
+      if (e.load(std::memory_order_relaxed) == fd) e.compare_exchange_strong(cur, -1, std::memory_order_relaxed);
     }
 }
 
