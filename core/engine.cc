@@ -41,6 +41,7 @@ struct Watch {
   DeviceEventReader reader = nullptr;  // kDevice
   std::function<bool(bool)> step;      // kStep
   int64_t deadline = 0;                // kStep
+  uint32_t events = 0;                 // kStep: what it waits for
 };
 
 // Drains one link of a group; false (and no longer watched) once it failed.
@@ -251,14 +252,23 @@ void Engine::unwatch_tcp(Connection* c) {
 }
 
 void* Engine::watch_readable(int fd, int64_t deadline_ms, std::function<bool(bool)> step) {
+  return watch(fd, EPOLLIN | EPOLLRDHUP, deadline_ms, std::move(step));
+}
+
+void* Engine::watch_writable(int fd, int64_t deadline_ms, std::function<bool(bool)> step) {
+  return watch(fd, EPOLLOUT | EPOLLRDHUP, deadline_ms, std::move(step));
+}
+
+void* Engine::watch(int fd, uint32_t events, int64_t deadline_ms, std::function<bool(bool)> step) {
   auto* w = new Watch{WatchKind::kStep, fd};
   w->step = std::move(step);
   w->deadline = deadline_ms;
+  w->events = events;
   bool sooner;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->step_watches.insert(w);
-    epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+    epoll_event ev{events | EPOLLONESHOT, {.ptr = w}};
     epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
     sooner = deadline_ms < impl_->sleep_until_ms;
   }
@@ -364,7 +374,7 @@ void Engine::loop() {
             epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
             im->dead_watches.push_back(w);
           } else {
-            epoll_event ev{EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+            epoll_event ev{w->events | EPOLLONESHOT, {.ptr = w}};
             epoll_ctl(im->epfd, EPOLL_CTL_MOD, w->fd, &ev);
           }
           break;

@@ -34,6 +34,8 @@ class Engine {
   // stay open until then.
   // Returns a handle for end_watch.
   void* watch_readable(int fd, int64_t deadline_ms, std::function<bool(bool expired)> step);
+  // The same for `fd` writable (EPOLLOUT), or hung up or in error.
+  void* watch_writable(int fd, int64_t deadline_ms, std::function<bool(bool expired)> step);
   // Ends a watch_readable watch that has not ended yet (no further step;
   // `step` is destroyed on the engine thread, after any step in progress).
   void end_watch(void* handle);
@@ -44,6 +46,7 @@ class Engine {
   Engine() = default;
   void start();
   void loop();
+  void* watch(int fd, uint32_t events, int64_t deadline_ms, std::function<bool(bool expired)> step);
   struct Impl;
   Impl* impl_ = nullptr;
   // process_generation() of the process whose thread runs (0: none): get() needs

@@ -1274,6 +1274,16 @@ bool client_spoke(int tcp_fd) {
   return false;
 }
 
+bool decline_instead_of_proposal(int tcp_fd) {
+  clc::Decline d;
+  d.peer_id = shm_identity().peer_id;
+  d.diagnosis = clc::decline::kHandshakeTimeout;
+  std::vector<uint8_t> bytes = clc::encode(d);
+  SMCR_LOG(1, "CLC: the TCP handshake outlasted a non-blocking connect(): declining in place of the Proposal");
+  return sys::send(tcp_fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(bytes.size());
+}
+
 // First contacts with one client are made one at a time (Linux:
 // smc_server_lgr_pending): a handshake that finds another first contact
 // with the same client under way waits for it and then joins the group it

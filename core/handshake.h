@@ -74,6 +74,13 @@ int64_t confirm_deadline(const PendingConfirm* p);
 // caller may run off the application's thread.
 bool client_spoke(int tcp_fd);
 
+// A client that gave SMC-R up after its SYN carried the option (a
+// non-blocking connect() whose TCP handshake outlasted the wait): a Decline
+// in place of its Proposal (RFC 7609 C.1), so that the server falls back at
+// once instead of waiting for the Proposal. Non-blocking, on a connection
+// with nothing sent yet; false if it could not be sent whole.
+bool decline_instead_of_proposal(int tcp_fd);
+
 // The RMB size for a request: its own, else the configured one.
 uint32_t rmb_size_for(const HandshakeRequest& req);
 

@@ -98,6 +98,7 @@ const char* fallback_name(Fallback f) {
     case Fallback::kOptionUndecided: return "option_undecided";
     case Fallback::kShortFlow: return "short_flow";
     case Fallback::kOwnListener: return "own_listener";
+    case Fallback::kLateConnect: return "late_connect";
     case Fallback::kCount: break;
   }
   return "unknown";

@@ -33,6 +33,7 @@ enum class Fallback : int {
   kOptionUndecided,   // accepted child's option record did not complete in time
   kShortFlow,         // recent connections to this destination were short (short_flows.h)
   kOwnListener,       // a listener of this process nobody else accepts on (own_listeners.h)
+  kLateConnect,       // a non-blocking connect whose TCP handshake outlasted the wait (late_connect.h)
   kCount
 };
 const char* fallback_name(Fallback f);

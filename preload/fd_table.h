@@ -17,6 +17,7 @@ enum FdKind : uint8_t {
   kFdListenerNoBpf = 3,  // listener that could not opt in: the eBPF program is not loaded
   kFdPolicyListener = 4,  // listener the operator's policy keeps on TCP
   kFdAccepting = 5,    // accepted as SMC-R, the Confirm maybe not read yet (preload/takeover.h)
+  kFdLateConnect = 6,  // a non-blocking connect() gave SMC-R up; a Decline may be owed (preload/late_connect.h)
 };
 
 class FdTable {

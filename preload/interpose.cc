@@ -39,6 +39,7 @@
 #include "core/sys.h"
 #include "preload/epoll.h"
 #include "preload/fd_table.h"
+#include "preload/late_connect.h"
 #include "preload/own_listeners.h"
 #include "preload/takeover.h"
 
@@ -137,8 +138,11 @@ struct ConnRef {
   Connection* c;
   int refused = 0;
   explicit ConnRef(int fd, int io_flags = kNotIo) : c(fd_table().get(fd)) {
-    if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting)
-      c = smcr::preload::await_accepting(fd, io_flags, &refused);
+    if (!c) {
+      uint8_t kind = fd_table().kind(fd);
+      if (kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
+      else if (kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
+    }
     if (c && c->foreign() && c->handed_over()) {
       c->unref();
       c = nullptr;
@@ -384,17 +388,19 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   }
   if (rc != 0) {
     if (errno != EINPROGRESS) return rc;
-    // Non-blocking connect: finish the TCP handshake here (bounded) so that
-    // the fd is SMC-R or TCP before the application can use it.
+    // Non-blocking connect: finish the TCP handshake here, briefly, so that
+    // the fd is SMC-R or TCP before the application can use it; past that
+    // it stays TCP (preload/late_connect.h).
     int saved = errno;
     pollfd p{fd, POLLOUT, 0};
-    int64_t deadline = smcr::sys::now_ms() + smcr::handshake_config().timeout_ms;
+    int64_t deadline = smcr::sys::now_ms() + smcr::preload::late::kWaitMs;
     int n;
     do {
       int64_t left = deadline - smcr::sys::now_ms();
       n = smcr::sys::poll(&p, 1, left > 0 ? static_cast<int>(left) : 0);
     } while (n < 0 && errno == EINTR);
     if (n <= 0) {
+      if (n == 0) smcr::preload::late::start(fd);
       errno = saved;
       return -1;
     }
@@ -480,6 +486,7 @@ int close(int fd) {
   REAL(close);
   smcr::preload::epoll_forget_fd(fd);
   smcr::preload::own::forget(fd);
+  smcr::preload::late::forget(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);
@@ -808,6 +815,7 @@ int dup3(int oldfd, int newfd, int flags) {
   ConnRef c(oldfd);
   smcr::preload::epoll_forget_fd(newfd);
   smcr::preload::own::forget(newfd);
+  smcr::preload::late::forget(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
   if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
