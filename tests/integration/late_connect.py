@@ -21,6 +21,8 @@ import socket
 import sys
 import time
 
+from sockutil import recv_up_to
+
 
 def server(port, ready):
     s = socket.socket()
@@ -83,12 +85,7 @@ def client(port):
         banner += d
     payload = bytes(range(256)) * 256
     c.sendall(payload)
-    got = b""
-    while len(got) < len(payload):
-        d = c.recv(65536)
-        if not d:
-            break
-        got += d
+    got = recv_up_to(c, len(payload))
     c.close()
     ok = err == 0 and banner == b"HELLO\n" and got == payload
     print("connect=%s connect_call_s=%.3f so_error=%d banner=%s ok=%d total_s=%.3f"

@@ -16,18 +16,15 @@ import sys
 import threading
 import time
 
+from sockutil import recv_up_to
+
 N = 5
 PAYLOAD = bytes(range(256)) * 400  # 100 KiB
 
 
 def exchange(a, b):
     a.sendall(PAYLOAD)
-    got = b""
-    while len(got) < len(PAYLOAD):
-        chunk = b.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    got = recv_up_to(b, len(PAYLOAD))
     b.sendall(b"done")
     return got == PAYLOAD and a.recv(4) == b"done"
 
@@ -61,13 +58,7 @@ def pairs(accept_in_thread):
 def server_thread():
     class Echo(socketserver.BaseRequestHandler):
         def handle(self):
-            got = b""
-            while len(got) < len(PAYLOAD):
-                chunk = self.request.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-            self.request.sendall(got[::-1])
+            self.request.sendall(recv_up_to(self.request, len(PAYLOAD))[::-1])
 
     ok, worst = True, 0.0
     with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo) as srv:
@@ -79,13 +70,7 @@ def server_thread():
             c = socket.create_connection(srv.server_address, timeout=30)
             worst = max(worst, time.monotonic() - t0)
             c.sendall(PAYLOAD)
-            got = b""
-            while len(got) < len(PAYLOAD):
-                chunk = c.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-            ok = got == PAYLOAD[::-1] and ok
+            ok = recv_up_to(c, len(PAYLOAD)) == PAYLOAD[::-1] and ok
             c.close()
         srv.shutdown()
         t.join()
