@@ -5,11 +5,11 @@
                       which holds N: accept and close the N - 1 fillers, then
                       accept the client, send it "HELLO\\n" first (the server
                       speaks first), then echo what it sends
-  filler PORT N       N plain connections that fill the accept queue (not under
-                      smc_run), held until killed
-  client PORT         non-blocking connect (its SYN is dropped: the queue is
-                      full, so TCP retries it after 1 s), then wait for the
-                      banner, send 64 KiB, check the echo
+  filler PORT N READY N plain connections that fill the accept queue (not
+                      under smc_run), then touch READY; held until killed
+  client PORT FILE    touch FILE, then connect without blocking (its SYN is
+                      dropped: the queue is full, so TCP retries it), wait for
+                      the banner, send 64 KiB, check the echo
 
 The client prints "connect_call_s=... banner=... ok=..."; under smc_run its
 connect() call must return EINPROGRESS in a fraction of a second, and the
@@ -50,22 +50,18 @@ def server(port, ready):
         c.close()
 
 
-def filler(port, n):
+def filler(port, n, ready):
     held = []
-    for _ in range(n):
-        f = socket.socket()
-        f.setblocking(False)
-        try:
-            f.connect(("127.0.0.1", port))
-        except BlockingIOError:
-            pass
-        held.append(f)
+    for _ in range(n):  # the queue has room for them: each completes at once
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+    open(ready, "w").close()
     time.sleep(60)
 
 
-def client(port):
+def client(port, connecting):
     c = socket.socket()
     c.setblocking(False)
+    open(connecting, "w").close()  # the server starts accepting 2 s after this
     t0 = time.monotonic()
     try:
         c.connect(("127.0.0.1", port))
@@ -98,6 +94,6 @@ if __name__ == "__main__":
     if role == "server":
         server(int(sys.argv[2]), sys.argv[3])
     elif role == "filler":
-        filler(int(sys.argv[2]), int(sys.argv[3]))
+        filler(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
-        sys.exit(client(int(sys.argv[2])))
+        sys.exit(client(int(sys.argv[2]), sys.argv[3]))

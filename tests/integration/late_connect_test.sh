@@ -15,11 +15,11 @@ PORT=$(free_port)
 READY="$TEST_TMP/ready"
 bg under_smc python3 "$PY" server "$PORT" "$READY"
 wait_file "$READY" 10 || { log "FAIL: server did not start"; exit 1; }
-bg python3 "$PY" filler "$PORT" 2   # not under smc_run: the backlog of 1 is full
+bg python3 "$PY" filler "$PORT" 2 "$TEST_TMP/filled"   # not under smc_run: the backlog of 1 is full
 FILLER=$BG_PID
-sleep 0.3
-( sleep 2; echo 3 >"$READY.go" ) &
-OUT=$(under_smc timeout 60 python3 "$PY" client "$PORT")
+wait_file "$TEST_TMP/filled" 10 || { log "FAIL: the accept queue was not filled"; exit 1; }
+( wait_file "$TEST_TMP/connecting" 30; sleep 2; echo 3 >"$READY.go" ) &
+OUT=$(under_smc timeout 60 python3 "$PY" client "$PORT" "$TEST_TMP/connecting")
 log "client: $OUT"
 kill "$FILLER" 2>/dev/null
 wait "$FILLER" 2>/dev/null
