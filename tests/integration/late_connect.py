@@ -2,11 +2,11 @@
 """A non-blocking connect() whose TCP handshake takes about a second.
 
   server PORT READY   listen(backlog 1) on PORT, touch READY, wait for READY.go,
-                      which holds N: accept and close the N - 1 fillers, then
-                      accept the client, send it "HELLO\\n" first (the server
-                      speaks first), then echo what it sends
-  filler PORT N READY N plain connections that fill the accept queue (not
-                      under smc_run), then touch READY; held until killed
+                      then accept everything: each connection gets "HELLO\\n"
+                      first (the server speaks first), then an echo of what it
+                      sends; exits once one has echoed (the client)
+  filler PORT N       N plain connections (not under smc_run) that fill the
+                      accept queue, held until killed
   client PORT FILE    touch FILE, then connect without blocking (its SYN is
                       dropped: the queue is full, so TCP retries it), wait for
                       the banner, send 64 KiB, check the echo
@@ -19,6 +19,7 @@ import os
 import select
 import socket
 import sys
+import threading
 import time
 
 from sockutil import recv_up_to
@@ -32,29 +33,45 @@ def server(port, ready):
     open(ready, "w").close()
     while not os.path.exists(ready + ".go"):
         time.sleep(0.01)
-    n = int(open(ready + ".go").read() or "1")
-    for _ in range(n - 1):  # the fillers, queued first
-        s.accept()[0].close()
-    for _ in range(1):
-        c, _ = s.accept()
+    served = threading.Event()
+
+    def serve(c):
         c.sendall(b"HELLO\n")
-        c.settimeout(10)
+        c.settimeout(20)
+        echoed = 0
         try:
             while True:
                 d = c.recv(65536)
                 if not d:
                     break
                 c.sendall(d)
+                echoed += len(d)
         except OSError:
             pass
         c.close()
+        if echoed:  # the client; the fillers never send
+            served.set()
+
+    s.settimeout(0.2)
+    deadline = time.monotonic() + 60
+    while not served.is_set() and time.monotonic() < deadline:
+        try:
+            c, _ = s.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
-def filler(port, n, ready):
+def filler(port, n):
     held = []
-    for _ in range(n):  # the queue has room for them: each completes at once
-        held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-    open(ready, "w").close()
+    for _ in range(n):
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        held.append(f)
     time.sleep(60)
 
 
@@ -94,6 +111,6 @@ if __name__ == "__main__":
     if role == "server":
         server(int(sys.argv[2]), sys.argv[3])
     elif role == "filler":
-        filler(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+        filler(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(client(int(sys.argv[2]), sys.argv[3]))

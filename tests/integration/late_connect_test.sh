@@ -14,16 +14,21 @@ PY="$SMCR_SOURCE_DIR/tests/integration/late_connect.py"
 PORT=$(free_port)
 READY="$TEST_TMP/ready"
 bg under_smc python3 "$PY" server "$PORT" "$READY"
+SERVER=$BG_PID
 wait_file "$READY" 10 || { log "FAIL: server did not start"; exit 1; }
-bg python3 "$PY" filler "$PORT" 2 "$TEST_TMP/filled"   # not under smc_run: the backlog of 1 is full
+# Not under smc_run. A backlog of 1 holds 2; the third is left retrying.
+bg python3 "$PY" filler "$PORT" 3
 FILLER=$BG_PID
-wait_file "$TEST_TMP/filled" 10 || { log "FAIL: the accept queue was not filled"; exit 1; }
-( wait_file "$TEST_TMP/connecting" 30; sleep 2; echo 3 >"$READY.go" ) &
+queued() { ss -Hltn "sport = :$PORT" | awk '{ print $2 + 0 }'; }
+for _ in $(seq 200); do [ "$(queued)" -ge 2 ] 2>/dev/null && break; sleep 0.05; done
+[ "$(queued)" -ge 2 ] 2>/dev/null || { log "FAIL: the accept queue was not filled ($(queued))"; exit 1; }
+( wait_file "$TEST_TMP/connecting" 30; sleep 2; touch "$READY.go" ) &
 OUT=$(under_smc timeout 60 python3 "$PY" client "$PORT" "$TEST_TMP/connecting")
 log "client: $OUT"
 kill "$FILLER" 2>/dev/null
 wait "$FILLER" 2>/dev/null
-sleep 0.5
+# The server writes its counters when it exits, after the client's close.
+timeout 20 tail --pid="$SERVER" -f /dev/null || log "the server did not exit within 20 s"
 log "counters: late_connect=$(stat_sum fallback.late_connect) peer_declined=$(stat_sum fallback.peer_declined) smc_active=$(stat_sum smc_active)"
 check "the connection works: the server's banner first, then 64 KiB echoed" [ "$(field ok "$OUT")" = 1 ]
 check "the server waited 2 s to accept (the handshake was really slow: $(field total_s "$OUT") s)" \
