@@ -343,6 +343,15 @@ __attribute__((destructor)) void at_exit() {
   smcr::write_stats_file();
 }
 
+// A connect() kept plain TCP: no opt-in, so no option on the SYN; `why` is
+// counted once the connection is under way.
+int connect_plain(int fd, const struct sockaddr* addr, socklen_t len, smcr::Fallback why) {
+  REAL(connect);
+  int rc = real_connect(fd, addr, len);
+  if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(why);
+  return rc;
+}
+
 }  // namespace
 
 extern "C" {
@@ -361,25 +370,14 @@ int socket(int domain, int type, int protocol) {
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   REAL(connect);
   if (fd_table().kind(fd) != smcr::preload::kFdTcp || fd_table().has_conn(fd)) return real_connect(fd, addr, len);
-  if (addr && len >= sizeof(sa_family_t) && !policy_allows(port_of(addr), addr)) {
-    // Not opted in: no option on the SYN, plain TCP at no cost.
-    int rc = real_connect(fd, addr, len);
-    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kPolicy);
-    return rc;
-  }
-  if (smcr::preload::own::unattended(addr, len)) {
-    // Our own listener, and this thread may be the one to accept: a CLC
-    // held in connect() would wait for that accept().
-    int rc = real_connect(fd, addr, len);
-    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kOwnListener);
-    return rc;
-  }
+  if (addr && len >= sizeof(sa_family_t) && !policy_allows(port_of(addr), addr))
+    return connect_plain(fd, addr, len, smcr::Fallback::kPolicy);
+  // Our own listener, and this thread may be the one to accept: a CLC held
+  // in connect() would wait for that accept().
+  if (smcr::preload::own::unattended(addr, len)) return connect_plain(fd, addr, len, smcr::Fallback::kOwnListener);
   uint32_t flow = smcr::shortflows::destination_key(addr, len);
-  if (flow && smcr::shortflows::keep_on_tcp(flow, smcr::sys::now_ms())) {
-    int rc = real_connect(fd, addr, len);
-    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kShortFlow);
-    return rc;
-  }
+  if (flow && smcr::shortflows::keep_on_tcp(flow, smcr::sys::now_ms()))
+    return connect_plain(fd, addr, len, smcr::Fallback::kShortFlow);
   bool opted = smcr::bpfopt::opt_in(fd);
   int rc = real_connect(fd, addr, len);
   if (!opted) {
