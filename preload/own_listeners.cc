@@ -72,10 +72,14 @@ bool to_bound(const sockaddr_storage& ss, Bound* b) {
   return false;
 }
 
+// An IPv4 address in IPv6 form (::ffff:a.b.c.d).
+bool v4_mapped(const uint8_t* a) {
+  return std::all_of(a, a + 10, [](uint8_t x) { return x == 0; }) && a[10] == 0xff && a[11] == 0xff;
+}
+
 bool is_loopback(const uint8_t* a) {
   static const uint8_t v6_loop[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  bool mapped = std::all_of(a, a + 10, [](uint8_t x) { return x == 0; }) && a[10] == 0xff && a[11] == 0xff;
-  return memcmp(a, v6_loop, 16) == 0 || (mapped && a[12] == 127);
+  return memcmp(a, v6_loop, 16) == 0 || (v4_mapped(a) && a[12] == 127);
 }
 
 // Is `dest` one of this host's addresses? The kernel answers: a datagram
@@ -98,8 +102,7 @@ bool is_local(const sockaddr* dest, socklen_t len) {
 bool reaches(const Bound& b, const Bound& d, const sockaddr* dest, socklen_t len) {
   if (b.port != d.port) return false;
   if (!b.any) return memcmp(b.addr, d.addr, 16) == 0;
-  bool d_v4 = std::all_of(d.addr, d.addr + 10, [](uint8_t x) { return x == 0; }) && d.addr[10] == 0xff &&
-              d.addr[11] == 0xff;
+  bool d_v4 = v4_mapped(d.addr);
   if ((b.v4 && !d_v4) || (b.v6only_any && d_v4)) return false;
   return is_loopback(d.addr) || is_local(dest, len);
 }
