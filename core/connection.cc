@@ -459,6 +459,11 @@ int Connection::take_reset_error_locked() {
   return peer_done_ ? EPIPE : ECONNRESET;
 }
 
+bool Connection::socket_error_pending() {
+  std::lock_guard<Connection> lock(*this);
+  return !reset_reported_ && (aborted_ || peer_lost_ || wrote_after_peer_close_);
+}
+
 int Connection::take_socket_error(int tcp_error) {
   std::lock_guard<Connection> lock(*this);
   if (reset_reported_) return 0;  // TCP: sock_error() clears what it reports
@@ -664,12 +669,13 @@ void Connection::unpark_locked() {
   settle_readable_locked();  // armed, or rung if data came meanwhile
 }
 
-Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable) {
+Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark) {
   if (!mu_.try_lock()) return Parked::kBusy;
   std::lock_guard<Connection> lock(*this, std::adopt_lock);
   drain_inbox_locked();
   if (!parked_ || deferral_ != d) return Parked::kGone;
   *writable = !wr_filled_;
+  *data_mark = (uint64_t{rx_prod_.wrap} << 32) | rx_prod_.offset;
   // What the readiness socket shows (end-of-file, reset, urgent data) the
   // kernel reports itself.
   if (app_fd_ < 0 || eof_signalled_ || reset_signalled_ || priority_raised_ || rd_owed_ > 0 || aborted_)

@@ -130,6 +130,9 @@ class Connection {
   // SO_ERROR: the reset's error if no call has reported it yet (as TCP's
   // sk_err, reported once), else `tcp_error` (the TCP socket's own).
   int take_socket_error(int tcp_error);
+  // Whether a reset error waits to be reported (what makes a TCP socket
+  // poll POLLERR until recv, send or SO_ERROR reports it).
+  bool socket_error_pending();
   uint32_t bytes_readable();
   // Bytes a write could place in the peer's RMBE now without waiting (0 once
   // the connection can no longer send).
@@ -174,7 +177,10 @@ class Connection {
   // Is there data on a connection `d` parked? kBusy: another thread holds
   // it (it will settle it); kGone: not parked by `d` any more. *writable:
   // what POLLOUT on its fd says now.
-  Parked poll_parked(ReadinessDeferral* d, bool* writable);
+  // `data_mark` is set to a value that changes whenever data arrives (the
+  // producer cursor), so that an edge-triggered registration is told of
+  // each arrival once.
+  Parked poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark);
 
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be

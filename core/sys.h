@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -50,6 +51,9 @@ inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static
 inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
 inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
 inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }
+inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
+  return static_cast<int>(::syscall(SYS_epoll_ctl, epfd, op, fd, ev));
+}
 inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
 
 // Monotonic milliseconds, for handshake deadlines.

@@ -127,6 +127,36 @@ class EpollGroup final : public ReadinessDeferral {
     }
   }
 
+  // Every SMC-R fd registered in this set, by its registration's data, so
+  // that a hang-up the kernel reports can be completed with EPOLLERR.
+  void note_smc(int op, int fd, const epoll_event* ev) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    for (auto it = smc_data_.begin(); it != smc_data_.end(); ++it)
+      if (it->second == fd) {
+        smc_data_.erase(it);
+        break;
+      }
+    if (op != EPOLL_CTL_DEL && ev) smc_data_[ev->data.u64] = fd;
+    has_smc_.store(!smc_data_.empty(), std::memory_order_relaxed);
+  }
+  void add_errors(epoll_event* events, int n) {
+    if (!has_smc_.load(std::memory_order_relaxed)) return;
+    for (int i = 0; i < n; ++i) {
+      if (!(events[i].events & EPOLLHUP) || (events[i].events & EPOLLERR)) continue;
+      int fd;
+      {
+        std::lock_guard<std::recursive_mutex> lock(mu_);
+        auto it = smc_data_.find(events[i].data.u64);
+        if (it == smc_data_.end()) continue;
+        fd = it->second;
+      }
+      if (Connection* c = fd_table().get(fd)) {
+        if (c->socket_error_pending()) events[i].events |= EPOLLERR;
+        c->unref();
+      }
+    }
+  }
+
   // EPOLL_CTL_MOD of a registered fd; false if it is not registered here.
   bool modify(int fd, const epoll_event& ev) {
     {
@@ -174,6 +204,8 @@ class EpollGroup final : public ReadinessDeferral {
       regs_.clear();
       parked_.clear();
       pending_.clear();
+      smc_data_.clear();
+      has_smc_.store(false);
       has_parked_.store(false);
       has_pending_.store(false);
       disabled_ = false;
@@ -209,13 +241,18 @@ class EpollGroup final : public ReadinessDeferral {
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
       bool writable = false;
-      switch (reg.conn->poll_parked(this, &writable)) {
+      uint64_t mark = 0;
+      switch (reg.conn->poll_parked(this, &writable, &mark)) {
         case Connection::Parked::kGone:
           reg.listed = false;
           dropped = true;
           break;
         case Connection::Parked::kReadable:
+          // Edge-triggered: each arrival once, as the kernel reports it.
+          if ((reg.events & EPOLLET) && reg.reported && reg.reported_mark == mark) break;
           if (n < max) {
+            reg.reported = true;
+            reg.reported_mark = mark;
             out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) |
                             (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
             out[n].data.u64 = reg.data;
@@ -264,6 +301,9 @@ class EpollGroup final : public ReadinessDeferral {
     uint32_t events = 0;
     uint64_t data = 0;
     bool listed = false;  // in parked_
+    // EPOLLET: the data mark (Connection::poll_parked) last reported.
+    bool reported = false;
+    uint64_t reported_mark = 0;
   };
 
   // The fd is in no followed epoll set any more (its set was closed).
@@ -297,7 +337,8 @@ class EpollGroup final : public ReadinessDeferral {
   std::unordered_map<int, Registration> regs_;
   std::vector<int> parked_;
   std::vector<std::pair<int, epoll_event>> pending_;
-  std::atomic<bool> has_parked_{false}, has_pending_{false};
+  std::unordered_map<uint64_t, int> smc_data_;  // note_smc
+  std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
   SpinBackoff spin_;
@@ -354,7 +395,13 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
   if (op == EPOLL_CTL_ADD) {
     if (EpollGroup* inner = group_of(fd)) inner->disable();  // nested epoll set
   }
-  if (!deferral_enabled()) return rc;
+  if (fd_table().has_conn(fd) || fd_table().kind(fd) == kFdAccepting) {
+    if (EpollGroup* g = op == EPOLL_CTL_DEL ? group_of(epfd) : group_for_add(epfd)) g->note_smc(op, fd, ev);
+  }
+  if (!deferral_enabled()) {
+    errno = saved;
+    return rc;
+  }
   if (op == EPOLL_CTL_DEL) {
     if (g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
       g_registered_in[fd].store(0, std::memory_order_relaxed);
@@ -401,16 +448,11 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
   return rc;
 }
 
-int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct epoll_event* events,
-                    int maxevents, long long timeout_ns, const sigset_t* mask) {
-  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
-    if (!pwait2) return pwait(epfd, out, max, ms_of(ns), mask);
-    timespec ts{};
-    if (ns >= 0) ts = timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    return pwait2(epfd, out, max, ns < 0 ? nullptr : &ts, mask);
-  };
-  EpollGroup* g = group_of(epfd);
-  if (!g || maxevents <= 0) return wait_kernel(events, maxevents, timeout_ns);
+namespace {
+
+template <typename WaitKernel>
+int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_event* events, int maxevents,
+                       long long timeout_ns) {
   g->resolve_pending();
   int n = g->collect(events, maxevents);
   if (n == maxevents) return n;
@@ -454,7 +496,106 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   return n;
 }
 
+}  // namespace
+
+int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct epoll_event* events,
+                    int maxevents, long long timeout_ns, const sigset_t* mask) {
+  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
+    if (!pwait2) return pwait(epfd, out, max, ms_of(ns), mask);
+    timespec ts{};
+    if (ns >= 0) ts = timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    return pwait2(epfd, out, max, ns < 0 ? nullptr : &ts, mask);
+  };
+  EpollGroup* g = group_of(epfd);
+  if (!g || maxevents <= 0) return wait_kernel(events, maxevents, timeout_ns);
+  int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
+  if (got > 0) g->add_errors(events, got);
+  return got;
+}
+
+
+namespace {
+
+// Registrations of sockets not yet taken over (epoll_note_before_takeover):
+// a handful at a time (sockets between socket() and the end of connect()),
+// so one mutex and a map. g_early_count lets close() and the settling of a
+// TCP connection skip the mutex when there are none.
+std::mutex g_early_mu;
+std::atomic<int> g_early_count{0};
+std::unordered_map<int, EarlyRegistrations>& early_registry() {
+  static auto* m = new std::unordered_map<int, EarlyRegistrations>();
+  return *m;
+}
+
+// An epoll set's number is closed: its registrations went with it.
+void forget_early_set(int epfd) {
+  if (g_early_count.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(g_early_mu);
+  for (auto& [fd, regs] : early_registry())
+    regs.erase(std::remove_if(regs.begin(), regs.end(), [&](const auto& r) { return r.first == epfd; }),
+               regs.end());
+}
+
+}  // namespace
+
+void epoll_note_before_takeover(int epfd, int op, int fd, const struct epoll_event* ev) {
+  if (fd_table().flags(fd) & kFdSettledTcp) return;
+  std::lock_guard<std::mutex> lock(g_early_mu);
+  auto& m = early_registry();
+  auto it = m.find(fd);
+  if (op == EPOLL_CTL_ADD && ev) {
+    if (it == m.end()) {
+      it = m.emplace(fd, EarlyRegistrations{}).first;
+      g_early_count.fetch_add(1, std::memory_order_relaxed);
+      fd_table().add_flags(fd, kFdEpollBeforeTakeover);
+    }
+    it->second.emplace_back(epfd, *ev);
+    return;
+  }
+  if (it == m.end()) return;
+  for (auto r = it->second.begin(); r != it->second.end(); ++r) {
+    if (r->first != epfd) continue;
+    if (op == EPOLL_CTL_MOD && ev) r->second = *ev;
+    else if (op == EPOLL_CTL_DEL) it->second.erase(r);
+    return;
+  }
+}
+
+EarlyRegistrations epoll_unhook_before_takeover(int fd) {
+  if (!(fd_table().clear_flags(fd, kFdEpollBeforeTakeover) & kFdEpollBeforeTakeover)) return {};
+  EarlyRegistrations regs;
+  {
+    std::lock_guard<std::mutex> lock(g_early_mu);
+    auto it = early_registry().find(fd);
+    if (it == early_registry().end()) return {};
+    regs = std::move(it->second);
+    early_registry().erase(it);
+    g_early_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+  for (auto& r : regs) sys::epoll_ctl(r.first, EPOLL_CTL_DEL, fd, nullptr);
+  return regs;
+}
+
+void epoll_rehook_after_takeover(EpollCtlFn real, int fd, const EarlyRegistrations& regs) {
+  int saved = errno;
+  for (const auto& r : regs) {
+    epoll_event ev = r.second;
+    if (epoll_ctl_hook(real, r.first, EPOLL_CTL_ADD, fd, &ev) != 0)
+      SMCR_LOG(1, "fd %d: epoll set %d: registering the SMC-R socket again failed (errno %d)", fd, r.first, errno);
+  }
+  errno = saved;
+}
+
+void epoll_settled(int fd) {
+  if (fd_table().kind(fd) == kFdTcp) fd_table().add_flags(fd, kFdSettledTcp);
+  if (g_early_count.load(std::memory_order_relaxed) == 0) return;
+  fd_table().clear_flags(fd, kFdEpollBeforeTakeover);
+  std::lock_guard<std::mutex> lock(g_early_mu);
+  if (early_registry().erase(fd)) g_early_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void epoll_forget_fd(int fd) {
+  forget_early_set(fd);
   if (!tracked(fd)) return;
   if (EpollGroup* g = g_groups[fd].load(std::memory_order_acquire)) {
     if (g->current()) g->reset();
@@ -464,6 +605,16 @@ void epoll_forget_fd(int fd) {
   int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
   if (in > 0)
     if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
+}
+
+void poll_add_errors(struct pollfd* fds, nfds_t n) {
+  for (nfds_t i = 0; i < n; ++i) {
+    if (!(fds[i].revents & POLLHUP) || (fds[i].revents & POLLERR) || !fd_table().has_conn(fds[i].fd)) continue;
+    if (Connection* c = fd_table().get(fds[i].fd)) {
+      if (c->socket_error_pending()) fds[i].revents |= POLLERR;
+      c->unref();
+    }
+  }
 }
 
 void epoll_fd_polled(int fd) {

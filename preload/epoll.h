@@ -17,9 +17,13 @@
 // another or polled, goes back to being armed as usual for good.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <time.h>
+
+#include <utility>
+#include <vector>
 
 namespace smcr::preload {
 
@@ -37,5 +41,32 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
 void epoll_forget_fd(int fd);
 // poll/select (and friends) are about to wait for `fd` to become readable.
 void epoll_fd_polled(int fd);
+
+// A reset SMC-R connection's readiness socket polls POLLHUP but cannot
+// carry POLLERR (an AF_UNIX socket gets an error only from the last close
+// of its other end, which the peer process may hold too): the shim adds
+// POLLERR/EPOLLERR itself while the connection has an error to report.
+void poll_add_errors(struct pollfd* fds, nfds_t n);
+
+// Epoll registrations of a TCP socket made before it became SMC-R (an
+// event loop that registers a socket and then connects it, as nginx's
+// upstream code does). The kernel ties a registration to the file, not the
+// number: after the takeover moves the TCP socket to a hidden number and
+// puts the readiness socket under the application's, the set would go on
+// watching the TCP socket (its EPOLLOUT, later its FIN) and never report
+// the connection's data. So such registrations are recorded, taken out of
+// their sets just before the takeover (the number still names the TCP
+// socket), and made again on the readiness socket right after it.
+using EarlyRegistrations = std::vector<std::pair<int, struct epoll_event>>;
+// After a successful epoll_ctl(epfd, op, fd, ev) on a TCP socket the shim
+// may still take over.
+void epoll_note_before_takeover(int epfd, int op, int fd, const struct epoll_event* ev);
+// Takes `fd`'s recorded registrations out of their sets; returns them.
+EarlyRegistrations epoll_unhook_before_takeover(int fd);
+// Registers `fd` (now the readiness socket) again in each set, through the
+// interposition so that the epoll deferral follows it.
+void epoll_rehook_after_takeover(EpollCtlFn real, int fd, const EarlyRegistrations& regs);
+// `fd` stays TCP for good (or is closed): forget its registrations.
+void epoll_settled(int fd);
 
 }  // namespace smcr::preload

@@ -20,6 +20,16 @@ enum FdKind : uint8_t {
   kFdLateConnect = 6,  // a non-blocking connect() gave SMC-R up; a Decline may be owed (preload/late_connect.h)
 };
 
+enum FdFlag : uint8_t {
+  // A kFdTcp socket registered in an epoll set before it was connected: the
+  // registration must move with the fd number if the socket becomes SMC-R
+  // (preload/epoll.h, epoll_note_before_takeover).
+  kFdEpollBeforeTakeover = 1,
+  // A kFdTcp socket that stays TCP for good (connected as TCP, or accepted
+  // as TCP): no registration of it needs following.
+  kFdSettledTcp = 2,
+};
+
 class FdTable {
  public:
   static constexpr int kChunkBits = 12;
@@ -61,10 +71,25 @@ class FdTable {
     Entry* e = k == kFdUnknown ? find(fd) : find_or_create(fd);
     if (!e) return;
     e->kind.store(k, std::memory_order_relaxed);
+    e->flags.store(0, std::memory_order_relaxed);
     if (k == kFdUnknown) {  // the number is free: forget what its socket asked for
       e->rcvbuf.store(0, std::memory_order_relaxed);
       e->sndbuf.store(0, std::memory_order_relaxed);
     }
+  }
+  // Per-number marks of a TCP socket that may still be taken over (FdFlag);
+  // set_kind clears them.
+  uint8_t flags(int fd) {
+    Entry* e = find(fd);
+    return e ? e->flags.load(std::memory_order_relaxed) : 0;
+  }
+  void add_flags(int fd, uint8_t f) {
+    if (Entry* e = find_or_create(fd)) e->flags.fetch_or(f, std::memory_order_relaxed);
+  }
+  // Clears `f` and returns the flags as they were.
+  uint8_t clear_flags(int fd, uint8_t f) {
+    Entry* e = find(fd);
+    return e ? e->flags.fetch_and(static_cast<uint8_t>(~f), std::memory_order_relaxed) : 0;
   }
   // Buffer sizes the application asked for with SO_RCVBUF / SO_SNDBUF
   // before the connection existed (bytes as the kernel granted them, 0 =
@@ -98,6 +123,7 @@ class FdTable {
   struct Entry {
     std::atomic<Connection*> conn{nullptr};
     std::atomic<uint8_t> kind{kFdUnknown};
+    std::atomic<uint8_t> flags{0};
     std::atomic<uint32_t> rcvbuf{0}, sndbuf{0};
   };
   Entry* find(int fd) {

@@ -261,10 +261,14 @@ int after_tcp_established(int fd, int listener, bool allowed = true) {
     case smcr::HandshakeOutcome::Kind::kPending:
       smcr::preload::start_accepting(fd, o.pending, res, bufs.sndbuf);
       return 0;
-    case smcr::HandshakeOutcome::Kind::kSmc:
+    case smcr::HandshakeOutcome::Kind::kSmc: {
       if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
+      // Sets that watch the TCP socket must watch the readiness socket.
+      smcr::preload::EarlyRegistrations early = smcr::preload::epoll_unhook_before_takeover(fd);
       install(fd, o.conn, res);
+      if (!early.empty()) smcr::preload::epoll_rehook_after_takeover(real_function(g_real.epoll_ctl, "epoll_ctl"), fd, early);
       return 0;
+    }
     case smcr::HandshakeOutcome::Kind::kFallback:
       smcr::count_fallback(o.reason);
       SMCR_LOG(1, "fd %d: TCP fallback (%s, diagnosis %08x)", fd, smcr::fallback_name(o.reason), o.diagnosis);
@@ -348,7 +352,10 @@ __attribute__((destructor)) void at_exit() {
 int connect_plain(int fd, const struct sockaddr* addr, socklen_t len, smcr::Fallback why) {
   REAL(connect);
   int rc = real_connect(fd, addr, len);
-  if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(why);
+  if (rc == 0 || errno == EINPROGRESS) {
+    smcr::count_fallback(why);
+    smcr::preload::epoll_settled(fd);
+  }
   return rc;
 }
 
@@ -381,7 +388,10 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   bool opted = smcr::bpfopt::opt_in(fd);
   int rc = real_connect(fd, addr, len);
   if (!opted) {
-    if (rc == 0 || errno == EINPROGRESS) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+    if (rc == 0 || errno == EINPROGRESS) {
+      smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+      smcr::preload::epoll_settled(fd);
+    }
     return rc;
   }
   if (rc != 0) {
@@ -398,7 +408,10 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       n = smcr::sys::poll(&p, 1, left > 0 ? static_cast<int>(left) : 0);
     } while (n < 0 && errno == EINTR);
     if (n <= 0) {
-      if (n == 0) smcr::preload::late::start(fd);
+      if (n == 0) {
+        smcr::preload::epoll_settled(fd);
+        smcr::preload::late::start(fd);
+      }
       errno = saved;
       return -1;
     }
@@ -411,6 +424,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     }
   }
   if (after_tcp_established(fd, -1) != 0) return -1;
+  if (!fd_table().has_conn(fd)) smcr::preload::epoll_settled(fd);
   if (flow) {
     if (Connection* c = fd_table().get(fd)) {
       c->set_short_flow_key(flow);
@@ -470,7 +484,10 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
                    smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
                    smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
                    policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
-    if (after_tcp_established(nfd, fd, allowed) == 0) return nfd;
+    if (after_tcp_established(nfd, fd, allowed) == 0) {
+      if (!fd_table().has_conn(nfd)) smcr::preload::epoll_settled(nfd);
+      return nfd;
+    }
     // Reset during CLC: that connection is gone; offer the next one.
     REAL(close);
     fd_table().set_kind(nfd, smcr::preload::kFdUnknown);
@@ -483,6 +500,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 int close(int fd) {
   REAL(close);
   smcr::preload::epoll_forget_fd(fd);
+  smcr::preload::epoll_settled(fd);
   smcr::preload::own::forget(fd);
   smcr::preload::late::forget(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
@@ -812,6 +830,7 @@ int dup3(int oldfd, int newfd, int flags) {
   }
   ConnRef c(oldfd);
   smcr::preload::epoll_forget_fd(newfd);
+  smcr::preload::epoll_settled(newfd);
   smcr::preload::own::forget(newfd);
   smcr::preload::late::forget(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
@@ -1083,8 +1102,16 @@ int execle(const char* path, const char* arg, ...) {
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
   REAL(epoll_ctl);
   int rc = smcr::preload::epoll_ctl_hook(real_epoll_ctl, epfd, op, fd, ev);
-  if (rc == 0 && fd_table().kind(fd) == smcr::preload::kFdSmcListener)
+  if (rc != 0) return rc;
+  uint8_t kind = fd_table().kind(fd);
+  if (kind == smcr::preload::kFdSmcListener) {
     smcr::preload::own::epoll_watch(epfd, op, fd, ev ? ev->events : 0);
+  } else if (kind == smcr::preload::kFdTcp && !fd_table().has_conn(fd) &&
+             !(fd_table().flags(fd) & smcr::preload::kFdSettledTcp)) {
+    int saved = errno;
+    smcr::preload::epoll_note_before_takeover(epfd, op, fd, ev);
+    errno = saved;
+  }
   return rc;
 }
 
@@ -1127,7 +1154,9 @@ int poll(struct pollfd* fds, nfds_t n, int timeout) {
   before_poll(fds, n);
   smcr::preload::own::Serving serving;
   serving.poll_set(fds, n);
-  return real_poll(fds, n, timeout);
+  int rc = real_poll(fds, n, timeout);
+  if (rc > 0) smcr::preload::poll_add_errors(fds, n);
+  return rc;
 }
 
 int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask) {
@@ -1135,7 +1164,9 @@ int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_
   before_poll(fds, n);
   smcr::preload::own::Serving serving;
   serving.poll_set(fds, n);
-  return real_ppoll(fds, n, ts, mask);
+  int rc = real_ppoll(fds, n, ts, mask);
+  if (rc > 0) smcr::preload::poll_add_errors(fds, n);
+  return rc;
 }
 
 int __poll_chk(struct pollfd* fds, nfds_t n, int timeout, size_t fdslen) {

@@ -93,6 +93,28 @@ check "readiness: its connections were SMC-R ($(stat_sum smc_active) active, $(s
 check "readiness: epoll events found in memory ($(stat_sum epoll_from_memory)) >= 10" \
   [ "$(stat_sum epoll_from_memory)" -ge 10 ]
 
+# Readiness whenever the interest was registered (readiness_matrix): before
+# connect() (blocking, non-blocking, in a nested set), after it, on the
+# accepted socket; for the peer's data, writability after a full window, the
+# peer's shutdown and its abortive close; level, edge, one-shot and poll().
+# Every cell must report what plain TCP reports, bit for bit.
+M="$SMCR_BUILD_DIR/tests/integration/readiness_matrix"
+MPLAIN=$(timeout 120 "$M" 2>&1)
+check "readiness matrix over plain TCP: every cell ran ($(field cells "$MPLAIN") cells, no error)" \
+  bash -c '[ "$(grep -c "^cell=.* first=" <<<"$1")" -ge 70 ] && ! grep -q "error=" <<<"$1"' _ "$MPLAIN"
+# The instrument sees what it must: the peer's data, its shutdown and its
+# reset, with EPOLLERR (0x8) on the reset.
+check "readiness matrix over plain TCP: EPOLLIN, EPOLLRDHUP, EPOLLHUP|EPOLLERR seen" \
+  bash -c 'grep -q "^cell=after_connect/in/lt first=0x5 " <<<"$1" && grep -q "^cell=after_connect/rdhup/et first=0x2005 again=0x0" <<<"$1" && grep -q "^cell=accepted/hup/poll first=0x201d " <<<"$1"' _ "$MPLAIN"
+reset_stats
+MSMC=$(under_smc timeout 120 "$M" 2>&1)
+while read -r line; do
+  cell=${line%% *}
+  check "readiness matrix, SMC-R as TCP: ${cell#cell=} (${line#* })" grep -qxF "$line" <<<"$MSMC"
+done < <(grep "^cell=" <<<"$MPLAIN")
+check "readiness matrix: every cell was SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
+  [ "$(stat_sum smc_active)" = "$(field cells "$MPLAIN")" -a "$(stat_sum smc_passive)" = "$(field cells "$MPLAIN")" ]
+
 # accept() returns once the server's Accept is sent (preload/takeover.h): an
 # accepted socket used before the client's Confirm has been read must behave
 # as over TCP. The client (same process) sends its Confirm 300 ms late.

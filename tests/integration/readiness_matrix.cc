@@ -1,0 +1,267 @@
+// Readiness as TCP reports it, whenever the interest was registered: a
+// matrix of registration point x event x trigger mode, printed one line per
+// cell ("cell=POINT/EVENT/MODE first=0x.. again=0x.."), so that a run over
+// plain TCP and one under smc_run can be compared line by line
+// (semantics_test.sh). The peer is a thread of this process.
+//
+// Registration points: the client's socket before a blocking connect(),
+// before a non-blocking one, after connect(), the accepted socket right
+// after accept(), and a client socket registered before connect() in an
+// epoll set that is itself nested in another (the outer set is waited on).
+// Events: the peer's data (EPOLLIN), writability after the send window
+// filled and the peer read it all (EPOLLOUT), the peer's shutdown(SHUT_WR)
+// (EPOLLRDHUP), the peer's abortive close (EPOLLHUP, EPOLLERR).
+// Modes: level-triggered, EPOLLET, EPOLLONESHOT (re-armed with
+// EPOLL_CTL_MOD before each event, as event loops do), and poll().
+//
+// `first` is what the first wait after the event reports, `again` what a
+// second wait reports right after (nothing for ET and ONESHOT, the same for
+// level-triggered).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int g_listener = -1;
+sockaddr_in g_addr{};
+
+enum class Point { kBeforeConnect, kBeforeNonblockingConnect, kAfterConnect, kAccepted, kNestedBeforeConnect };
+enum class Event { kIn, kOutAfterFull, kRdhup, kHup };
+enum class Mode { kLevel, kEdge, kOneshot, kPoll };
+
+const char* name(Point p) {
+  switch (p) {
+    case Point::kBeforeConnect: return "before_connect";
+    case Point::kBeforeNonblockingConnect: return "before_nonblocking_connect";
+    case Point::kAfterConnect: return "after_connect";
+    case Point::kAccepted: return "accepted";
+    case Point::kNestedBeforeConnect: return "nested_before_connect";
+  }
+  return "?";
+}
+const char* name(Event e) {
+  switch (e) {
+    case Event::kIn: return "in";
+    case Event::kOutAfterFull: return "out_after_full";
+    case Event::kRdhup: return "rdhup";
+    case Event::kHup: return "hup";
+  }
+  return "?";
+}
+const char* name(Mode m) {
+  switch (m) {
+    case Mode::kLevel: return "lt";
+    case Mode::kEdge: return "et";
+    case Mode::kOneshot: return "oneshot";
+    case Mode::kPoll: return "poll";
+  }
+  return "?";
+}
+
+// The readiness under test: one epoll set (or two, nested), or poll().
+struct Watch {
+  Mode mode;
+  int fd = -1;            // the socket watched
+  int inner = -1;         // the epoll set the socket is in
+  int outer = -1;         // nested: the set waited on
+  uint32_t interest = 0;  // epoll events asked for
+
+  explicit Watch(Mode m, bool nested) : mode(m) {
+    if (mode == Mode::kPoll) return;
+    inner = epoll_create1(EPOLL_CLOEXEC);
+    if (nested) {
+      outer = epoll_create1(EPOLL_CLOEXEC);
+      epoll_event e{EPOLLIN, {.fd = inner}};
+      epoll_ctl(outer, EPOLL_CTL_ADD, inner, &e);
+    }
+    interest = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+    if (mode == Mode::kEdge) interest |= EPOLLET;
+    if (mode == Mode::kOneshot) interest |= EPOLLONESHOT;
+  }
+  ~Watch() {
+    if (outer >= 0) close(outer);
+    if (inner >= 0) close(inner);
+  }
+  void add(int sock) {
+    fd = sock;
+    if (mode == Mode::kPoll) return;
+    epoll_event e{interest, {.fd = sock}};
+    if (epoll_ctl(inner, EPOLL_CTL_ADD, sock, &e) != 0) perror("epoll_ctl ADD");
+  }
+  void rearm() {
+    if (mode != Mode::kOneshot) return;
+    epoll_event e{interest, {.fd = fd}};
+    if (epoll_ctl(inner, EPOLL_CTL_MOD, fd, &e) != 0) perror("epoll_ctl MOD");
+  }
+  // The events of one wait (0: none within `ms`).
+  uint32_t wait(int ms) {
+    if (mode == Mode::kPoll) {
+      pollfd p{fd, POLLIN | POLLOUT | POLLRDHUP, 0};
+      if (poll(&p, 1, ms) != 1) return 0;
+      uint32_t r = 0;
+      if (p.revents & POLLIN) r |= EPOLLIN;
+      if (p.revents & POLLOUT) r |= EPOLLOUT;
+      if (p.revents & POLLRDHUP) r |= EPOLLRDHUP;
+      if (p.revents & POLLHUP) r |= EPOLLHUP;
+      if (p.revents & POLLERR) r |= EPOLLERR;
+      return r;
+    }
+    epoll_event e{};
+    if (outer >= 0) {
+      if (epoll_wait(outer, &e, 1, ms) != 1) return 0;
+      ms = 0;
+    }
+    return epoll_wait(inner, &e, 1, ms) == 1 ? e.events : 0;
+  }
+};
+
+// Accepts one connection on a thread while `connect_fn` connects.
+template <typename F>
+int accept_while(F&& connect_fn) {
+  int b = -1;
+  std::atomic<bool> started{false};
+  std::thread acc([&] {
+    started = true;
+    b = accept4(g_listener, nullptr, nullptr, SOCK_CLOEXEC);
+  });
+  while (!started) std::this_thread::yield();
+  usleep(2000);  // the accept thread sleeps in accept() (preload/own_listeners.h)
+  connect_fn();
+  acc.join();
+  return b;
+}
+
+// One cell: returns "first=0x.. again=0x..", or an error text.
+std::string run_cell(Point point, Event event, Mode mode) {
+  Watch w(mode, point == Point::kNestedBeforeConnect);
+  int a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC |
+                              (point == Point::kBeforeNonblockingConnect ? SOCK_NONBLOCK : 0), 0);
+  bool early = point == Point::kBeforeConnect || point == Point::kBeforeNonblockingConnect ||
+               point == Point::kNestedBeforeConnect;
+  if (early) w.add(a);
+  int rc = 0, err = 0;
+  int b = accept_while([&] {
+    rc = connect(a, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr);
+    err = errno;
+  });
+  if (rc != 0 && err == EINPROGRESS) {
+    pollfd p{a, POLLOUT, 0};
+    poll(&p, 1, 5000);
+    rc = 0;
+  }
+  if (rc != 0 || b < 0) {
+    close(a);
+    if (b >= 0) close(b);
+    return "error=connect";
+  }
+  // `mine` is the socket watched, `peer` the other end.
+  int mine = point == Point::kAccepted ? b : a;
+  int peer = point == Point::kAccepted ? a : b;
+  int fl = fcntl(mine, F_GETFL);
+  fcntl(mine, F_SETFL, fl | O_NONBLOCK);
+  if (!early) w.add(mine);
+  // The connection's own first events (EPOLLOUT) are not part of the cell.
+  usleep(20000);
+  while (mode != Mode::kLevel && mode != Mode::kPoll && w.wait(0) != 0) {
+  }
+  w.rearm();
+  char buf[65536];
+  long long filled = 0;
+  auto fail = [&](const char* what) {
+    close(mine);
+    if (peer >= 0) close(peer);
+    return std::string("error=") + what;
+  };
+  switch (event) {
+    case Event::kIn:
+      send(peer, "x", 1, MSG_NOSIGNAL);
+      break;
+    case Event::kOutAfterFull: {
+      memset(buf, 'f', sizeof buf);
+      for (;;) {
+        ssize_t n = send(mine, buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n <= 0) break;
+        filled += n;
+      }
+      // The edge (or the one shot) of the filling itself is not the event.
+      usleep(20000);
+      while (mode != Mode::kLevel && mode != Mode::kPoll && w.wait(0) != 0) {
+      }
+      w.rearm();
+      uint32_t before = w.wait(0);  // level: not writable now
+      if (mode == Mode::kLevel || mode == Mode::kPoll) {
+        if (before & EPOLLOUT) return fail("writable_when_full");
+        w.rearm();
+      }
+      for (long long got = 0; got < filled;) {
+        ssize_t n = recv(peer, buf, sizeof buf, 0);
+        if (n <= 0) return fail("drain");
+        got += n;
+      }
+      break;
+    }
+    case Event::kRdhup:
+      shutdown(peer, SHUT_WR);
+      break;
+    case Event::kHup: {
+      linger l{1, 0};
+      setsockopt(peer, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+      close(peer);
+      peer = -1;
+      break;
+    }
+  }
+  usleep(100000);  // everything the event causes has arrived
+  uint32_t first = w.wait(1000);
+  uint32_t again = w.wait(0);
+  close(mine);
+  if (peer >= 0) close(peer);
+  char out[64];
+  snprintf(out, sizeof out, "first=0x%x again=0x%x", first, again);
+  return out;
+}
+
+}  // namespace
+
+int main() {
+  signal(SIGPIPE, SIG_IGN);
+  g_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_addr.sin_family = AF_INET;
+  g_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof g_addr;
+  if (bind(g_listener, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr) != 0 || listen(g_listener, 16) != 0 ||
+      getsockname(g_listener, reinterpret_cast<sockaddr*>(&g_addr), &len) != 0) {
+    perror("listen");
+    return 2;
+  }
+  const char* only = getenv("MATRIX_ONLY");  // a substring of the cell names to run (debugging)
+  int cells = 0;
+  for (Point p : {Point::kBeforeConnect, Point::kBeforeNonblockingConnect, Point::kAfterConnect, Point::kAccepted,
+                  Point::kNestedBeforeConnect})
+    for (Event e : {Event::kIn, Event::kOutAfterFull, Event::kRdhup, Event::kHup})
+      for (Mode m : {Mode::kLevel, Mode::kEdge, Mode::kOneshot, Mode::kPoll}) {
+        if (m == Mode::kPoll && p == Point::kNestedBeforeConnect) continue;  // poll has no registration
+        std::string cell = std::string(name(p)) + "/" + name(e) + "/" + name(m);
+        if (only && cell.find(only) == std::string::npos) continue;
+        printf("cell=%s %s\n", cell.c_str(), run_cell(p, e, m).c_str());
+        fflush(stdout);
+        ++cells;
+      }
+  printf("cells=%d\n", cells);
+  return 0;
+}
