@@ -450,7 +450,26 @@ uint32_t Connection::reported_sndbuf() {
 uint32_t Connection::bytes_readable() {
   std::lock_guard<Connection> lock(*this);
   // After a reset too: TCP's SIOCINQ counts the bytes still queued.
-  return rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+  uint32_t unread = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
+  // An edge-triggered reader that counts down what SIOCINQ said (nginx)
+  // stops at zero and waits for the next arrival's edge, data or not: over
+  // TCP every arrival wakes the socket. The doorbell rings only when the
+  // RMB goes from empty to not, so arm it now: the next CDC that moves the
+  // producer cursor rings again.
+  if (unread > 0 && !parked_) {
+    edge_wanted_ = true;
+    edge_mark_ = rx_prod_;
+    arm_for_next_arrival_locked();
+  }
+  return unread;
+}
+
+void Connection::arm_for_next_arrival_locked() {
+  if (!rx_control_ || rd_armed_ || engine_end_ < 0 || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_, local_token_);
+  rd_armed_ = true;
+  // Published before the peer could see the bit: it will not ring for it.
+  pull_cdc_locked();
 }
 
 int Connection::take_reset_error_locked() {
@@ -547,13 +566,17 @@ bool Connection::rmbe_eyecatcher_ok() const {
 // ---------------------------------------------------------------- readiness
 
 void Connection::ring_readable_locked() {
-  if (rd_owed_ > 0 || engine_end_ < 0) return;
+  // Data that came after a SIOCINQ answer is a new edge even while a byte
+  // is owed (bytes_readable).
+  bool new_edge = edge_wanted_ && !(rx_prod_ == edge_mark_);
+  if ((rd_owed_ > 0 && !new_edge) || engine_end_ < 0) return;
   if (rd_armed_) {
     // Data is here: take the bit back, or count the byte of the peer that
     // took it first (it is on the way).
     rd_armed_ = false;
     if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) {
       ++rd_owed_;
+      edge_wanted_ = false;
       return;
     }
   }
@@ -563,16 +586,25 @@ void Connection::ring_readable_locked() {
   // Parked: the deferral finds the data, or rings before anyone sleeps.
   if (parked_) return;
   char b = 'r';
-  if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) ++rd_owed_;
+  if (sys::send(engine_end_, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) {
+    ++rd_owed_;
+    edge_wanted_ = false;
+  }
 }
 
 void Connection::clear_readable_locked(bool will_sleep) {
   if (app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
   if (rd_armed_) {
-    if (cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed) return;  // still armed
-    // The peer took the bit: its byte is (or is about to be) on the socket.
+    if (rd_owed_ == 0) {
+      if (cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed) return;  // still armed
+      // The peer took the bit: its byte is (or is about to be) on the socket.
+      ++rd_owed_;
+    } else if (!cdcmem::disarm(rx_control_, cdcmem::Want::kData)) {
+      // Armed over a byte already owed (arm_for_next_arrival_locked), and
+      // the peer took the bit: one more byte comes.
+      ++rd_owed_;
+    }
     rd_armed_ = false;
-    ++rd_owed_;
   }
   // Exactly the bytes rung, no more: a byte left behind (one the peer had
   // claimed but not yet sent) would make the socket readable with nothing
@@ -686,8 +718,12 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
 void Connection::settle_readable_locked() {
   if (!rx_control_ || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
   uint32_t unread = aborted_ ? 0 : rx_space_.used(rx_prod_, rx_cons_).value_or(0);
-  if (unread > 0) ring_readable_locked();
-  else arm_readable_locked();
+  if (unread > 0) {
+    ring_readable_locked();
+  } else {
+    edge_wanted_ = false;
+    arm_readable_locked();
+  }
 }
 
 namespace {

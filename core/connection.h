@@ -261,6 +261,8 @@ class Connection {
   void pull_cdc_locked();
   // Asks the peer to ring our readiness socket when data arrives.
   void arm_readable_locked(bool will_sleep = false);
+  // Arms the doorbell although data is waiting (bytes_readable).
+  void arm_for_next_arrival_locked();
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
@@ -414,6 +416,10 @@ class Connection {
   bool app_closed_ = false;
   bool released_ = false;
   uint32_t rd_owed_ = 0;           // doorbell bytes on (or on their way to) the readiness socket
+  // SIOCINQ told the application how much to read (bytes_readable): the
+  // next arrival past `edge_mark_` must wake the socket again, as over TCP.
+  bool edge_wanted_ = false;
+  cdc::Cursor edge_mark_;
   bool wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
   bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
   enum class Urgent : uint8_t { kNone, kValid, kRead };

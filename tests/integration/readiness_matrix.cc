@@ -8,7 +8,8 @@
 // before a non-blocking one, after connect(), the accepted socket right
 // after accept(), and a client socket registered before connect() in an
 // epoll set that is itself nested in another (the outer set is waited on).
-// Events: the peer's data (EPOLLIN), writability after the send window
+// Events: the peer's data (EPOLLIN), more data after the reader asked
+// SIOCINQ and read part of what was there (a new edge), writability after the send window
 // filled and the peer read it all (EPOLLOUT), the peer's shutdown(SHUT_WR)
 // (EPOLLRDHUP), the peer's abortive close (EPOLLHUP, EPOLLERR).
 // Modes: level-triggered, EPOLLET, EPOLLONESHOT (re-armed with
@@ -23,6 +24,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,7 +43,7 @@ int g_listener = -1;
 sockaddr_in g_addr{};
 
 enum class Point { kBeforeConnect, kBeforeNonblockingConnect, kAfterConnect, kAccepted, kNestedBeforeConnect };
-enum class Event { kIn, kOutAfterFull, kRdhup, kHup };
+enum class Event { kIn, kInAfterInq, kOutAfterFull, kRdhup, kHup };
 enum class Mode { kLevel, kEdge, kOneshot, kPoll };
 
 const char* name(Point p) {
@@ -57,6 +59,7 @@ const char* name(Point p) {
 const char* name(Event e) {
   switch (e) {
     case Event::kIn: return "in";
+    case Event::kInAfterInq: return "in_after_inq";
     case Event::kOutAfterFull: return "out_after_full";
     case Event::kRdhup: return "rdhup";
     case Event::kHup: return "hup";
@@ -191,6 +194,20 @@ std::string run_cell(Point point, Event event, Mode mode) {
     case Event::kIn:
       send(peer, "x", 1, MSG_NOSIGNAL);
       break;
+    case Event::kInAfterInq: {
+      // nginx's edge-triggered reader: it asks SIOCINQ how much is there,
+      // reads that much, and then waits for the next arrival's edge.
+      memset(buf, 'q', 1000);
+      send(peer, buf, 1000, MSG_NOSIGNAL);
+      usleep(20000);
+      if (!(w.wait(1000) & EPOLLIN)) return fail("no_first_edge");
+      w.rearm();
+      int inq = -1;
+      ioctl(mine, FIONREAD, &inq);
+      if (inq != 1000 || recv(mine, buf, 500, 0) != 500) return fail("inq");
+      send(peer, "y", 1, MSG_NOSIGNAL);
+      break;
+    }
     case Event::kOutAfterFull: {
       memset(buf, 'f', sizeof buf);
       for (;;) {
@@ -253,7 +270,7 @@ int main() {
   int cells = 0;
   for (Point p : {Point::kBeforeConnect, Point::kBeforeNonblockingConnect, Point::kAfterConnect, Point::kAccepted,
                   Point::kNestedBeforeConnect})
-    for (Event e : {Event::kIn, Event::kOutAfterFull, Event::kRdhup, Event::kHup})
+    for (Event e : {Event::kIn, Event::kInAfterInq, Event::kOutAfterFull, Event::kRdhup, Event::kHup})
       for (Mode m : {Mode::kLevel, Mode::kEdge, Mode::kOneshot, Mode::kPoll}) {
         if (m == Mode::kPoll && p == Point::kNestedBeforeConnect) continue;  // poll has no registration
         std::string cell = std::string(name(p)) + "/" + name(e) + "/" + name(m);

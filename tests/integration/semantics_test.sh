@@ -101,7 +101,7 @@ check "readiness: epoll events found in memory ($(stat_sum epoll_from_memory)) >
 M="$SMCR_BUILD_DIR/tests/integration/readiness_matrix"
 MPLAIN=$(timeout 120 "$M" 2>&1)
 check "readiness matrix over plain TCP: every cell ran ($(field cells "$MPLAIN") cells, no error)" \
-  bash -c '[ "$(grep -c "^cell=.* first=" <<<"$1")" -ge 70 ] && ! grep -q "error=" <<<"$1"' _ "$MPLAIN"
+  bash -c '[ "$(grep -c "^cell=.* first=" <<<"$1")" -ge 90 ] && ! grep -q "error=" <<<"$1"' _ "$MPLAIN"
 # The instrument sees what it must: the peer's data, its shutdown and its
 # reset, with EPOLLERR (0x8) on the reset.
 check "readiness matrix over plain TCP: EPOLLIN, EPOLLRDHUP, EPOLLHUP|EPOLLERR seen" \

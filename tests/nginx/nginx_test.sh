@@ -120,4 +120,67 @@ check "keepalive off: one SMC-R connection per file" [ "$(stat_in "$CLI_STATS" s
 stop_nginx
 check "keepalive off: nginx accepted them as SMC-R" [ "$(stat_in "$SRV_STATS" smc_passive)" = 5 ]
 check "no aborted connection on either side" [ "$(stat_in "$SRV_STATS" aborts)" = 0 -a "$(stat_in "$CLI_STATS" aborts)" = 0 ]
+
+# --- nginx as a reverse proxy: its upstream connections are SMC-R too.
+# nginx registers an upstream socket in epoll before connect(); the
+# readiness socket must inherit that registration (preload/epoll.h), or
+# every proxied request times out (504). proxy_read_timeout 5s makes such
+# a failure quick.
+start_nginx 65                       # the upstream, serving the files
+UP_PORT=$PORT
+FRONT_PORT=$(free_port) FRONT_STATS="$STATS_DIR/front"
+mkdir -p "$FRONT_STATS" "$TEST_TMP/front"; chmod 777 "$FRONT_STATS"
+cat > "$TEST_TMP/front.conf" <<EOF
+user root;
+worker_processes 2;
+daemon off;
+pid $TEST_TMP/front.pid;
+error_log $TEST_TMP/front-error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $TEST_TMP/front/body;
+  proxy_temp_path $TEST_TMP/front/proxy;
+  fastcgi_temp_path $TEST_TMP/front/fastcgi;
+  uwsgi_temp_path $TEST_TMP/front/uwsgi;
+  scgi_temp_path $TEST_TMP/front/scgi;
+  upstream files { server 127.0.0.1:$UP_PORT; keepalive 4; }
+  server {
+    listen 127.0.0.1:$FRONT_PORT;
+    proxy_read_timeout 5s;
+    proxy_connect_timeout 5s;
+    location /ka/ { proxy_pass http://files/; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location /once/ { proxy_pass http://127.0.0.1:$UP_PORT/; }
+  }
+}
+EOF
+bg env SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$FRONT_STATS" "$NGINX" -c "$TEST_TMP/front.conf" -p "$TEST_TMP"
+FRONT_PID=$BG_PID
+wait_port "$FRONT_PORT" || { log "front nginx did not start: $(cat "$TEST_TMP/front-error.log")"; exit 1; }
+sleep 0.3
+rm -f "$CLI_STATS"/smcr-*.txt
+t0=$(date +%s)
+for path in ka once; do
+  for f in 1k 1m 10m; do
+    rm -f "$TEST_TMP/proxied"
+    code=$(curl_smc -o "$TEST_TMP/proxied" -w '%{http_code}' "http://127.0.0.1:$FRONT_PORT/$path/$f")
+    check "proxy ($path upstream connection): $f is 200 and intact (code $code)" \
+      [ "$code" = 200 -a "$(sha256sum < "$WWW/$f")" = "$(sha256sum < "$TEST_TMP/proxied" 2>/dev/null)" ]
+  done
+done
+codes=$(for i in $(seq 20); do curl_smc -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$FRONT_PORT/once/1k"; done | sort | uniq -c | tr '\n' ' ')
+check "proxy: 20 more requests, each on a new upstream connection, all 200 ($codes)" [ "$codes" = "     20 200 " ]
+elapsed=$(( $(date +%s) - t0 ))
+check "proxy: no request waited for a timeout (${elapsed}s for 26 requests)" [ "$elapsed" -lt 20 ]
+kill -QUIT "$FRONT_PID" 2>/dev/null; timeout 30 tail --pid="$FRONT_PID" -f /dev/null
+stop_nginx
+log "front: smc_active=$(stat_in "$FRONT_STATS" smc_active) smc_passive=$(stat_in "$FRONT_STATS" smc_passive) fallbacks=$(stat_in "$FRONT_STATS" fallback_total); upstream: smc_passive=$(stat_in "$SRV_STATS" smc_passive)"
+check "proxy: the front's upstream connections were SMC-R (smc_active=$(stat_in "$FRONT_STATS" smc_active) >= 21)" \
+  [ "$(stat_in "$FRONT_STATS" smc_active)" -ge 21 ]
+check "proxy: the upstream accepted them as SMC-R ($(stat_in "$SRV_STATS" smc_passive) = $(stat_in "$FRONT_STATS" smc_active))" \
+  [ "$(stat_in "$SRV_STATS" smc_passive)" = "$(stat_in "$FRONT_STATS" smc_active)" ]
+check "proxy: the clients' connections were SMC-R ($(stat_in "$FRONT_STATS" smc_passive) = $(stat_in "$CLI_STATS" smc_active) = 26)" \
+  [ "$(stat_in "$FRONT_STATS" smc_passive)" = 26 -a "$(stat_in "$CLI_STATS" smc_active)" = 26 ]
+check "proxy: no fallback in the front nginx" [ "$(stat_in "$FRONT_STATS" fallback_total)" = 0 ]
 finish
+
