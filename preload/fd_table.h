@@ -28,6 +28,9 @@ enum FdFlag : uint8_t {
   // A kFdTcp socket that stays TCP for good (connected as TCP, or accepted
   // as TCP): no registration of it needs following.
   kFdSettledTcp = 2,
+  // A non-blocking connect() that became SMC-R inside the call returned
+  // EINPROGRESS, as TCP's does: the next connect() returns 0, then EISCONN.
+  kFdConnectUnreported = 4,
 };
 
 class FdTable {

@@ -376,7 +376,13 @@ int socket(int domain, int type, int protocol) {
 
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   REAL(connect);
-  if (fd_table().kind(fd) != smcr::preload::kFdTcp || fd_table().has_conn(fd)) return real_connect(fd, addr, len);
+  if (fd_table().has_conn(fd)) {
+    // The readiness socket cannot answer for the connection: TCP's answers.
+    if (fd_table().clear_flags(fd, smcr::preload::kFdConnectUnreported) & smcr::preload::kFdConnectUnreported) return 0;
+    errno = EISCONN;
+    return -1;
+  }
+  if (fd_table().kind(fd) != smcr::preload::kFdTcp) return real_connect(fd, addr, len);
   if (addr && len >= sizeof(sa_family_t) && !policy_allows(port_of(addr), addr))
     return connect_plain(fd, addr, len, smcr::Fallback::kPolicy);
   // Our own listener, and this thread may be the one to accept: a CLC held
@@ -394,6 +400,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     }
     return rc;
   }
+  bool nonblocking = rc != 0;
   if (rc != 0) {
     if (errno != EINPROGRESS) return rc;
     // Non-blocking connect: finish the TCP handshake here, briefly, so that
@@ -415,11 +422,11 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       errno = saved;
       return -1;
     }
-    int err = 0;
-    socklen_t el = sizeof err;
-    smcr::sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) {
-      errno = err;
+    if (p.revents & (POLLERR | POLLHUP)) {
+      // Refused or reset: as over TCP, connect() said EINPROGRESS and the
+      // kernel keeps the error for SO_ERROR, poll() and the next connect()
+      // (which returns it: asyncio's connect racing with listen()).
+      errno = saved;
       return -1;
     }
   }
@@ -435,6 +442,15 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       // without SMC-R costs the next connects no opt-in and no record read.
       smcr::shortflows::ended(flow, 0, 0, smcr::sys::now_ms());
     }
+  }
+  if (nonblocking) {
+    // Finished here, but a non-blocking connect() over TCP says EINPROGRESS
+    // and reports the outcome later (POLLOUT, SO_ERROR, the next connect()):
+    // programs that count on that sequence get it. A TCP socket's next
+    // connect() is the kernel's own answer.
+    if (fd_table().has_conn(fd)) fd_table().add_flags(fd, smcr::preload::kFdConnectUnreported);
+    errno = EINPROGRESS;
+    return -1;
   }
   return 0;
 }
