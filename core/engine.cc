@@ -304,6 +304,7 @@ void Engine::loop() {
   int64_t last_keepalive = sys::now_ms();
   epoll_event events[64];
   for (;;) {
+    refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
     int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
     {
       std::lock_guard<std::mutex> lock(im->mu);
@@ -314,6 +315,9 @@ void Engine::loop() {
       };
       for (Connection* c : im->timers) consider(c->timer_deadline());
       for (Watch* w : im->step_watches) consider(w->deadline);
+      // --stats: the file is kept current (core/log.h), so the engine looks
+      // at the counters every kStatsRefreshMs while the process lives.
+      if (int refresh = stats_refresh_ms(); refresh >= 0 && (timeout < 0 || timeout > refresh)) timeout = refresh;
       im->sleep_until_ms = timeout < 0 ? INT64_MAX : now + timeout;
     }
     int n = epoll_wait(im->epfd, events, 64, timeout);

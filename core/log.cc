@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +21,16 @@
 
 namespace smcr {
 
+std::atomic<uint64_t> sys::g_own_low_fds[sys::kOwnFdBits / 64];
+
 namespace {
-int hidden_fd_base() {
+void note_own_low_fd(int fd) {
+  if (fd >= 0 && fd < sys::kOwnFdBits)
+    sys::g_own_low_fds[fd >> 6].fetch_or(uint64_t{1} << (fd & 63), std::memory_order_relaxed);
+}
+}  // namespace
+
+int sys::hidden_fd_base() {
   static const int base = [] {
     rlimit64 r{};
     if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r) != 0) return 0;
@@ -30,7 +39,6 @@ int hidden_fd_base() {
   }();
   return base;
 }
-}  // namespace
 
 int sys::dup_hidden(int fd) {
   int base = hidden_fd_base();
@@ -38,14 +46,20 @@ int sys::dup_hidden(int fd) {
     int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
     if (high >= 0) return high;
   }
-  return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int low = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  note_own_low_fd(low);
+  return low;
 }
 
 int sys::hide_fd(int fd) {
+  if (fd < 0) return fd;
   int base = hidden_fd_base();
-  if (fd < 0 || base == 0 || fd >= base) return fd;
-  int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
-  if (high < 0) return fd;
+  if (base > 0 && fd >= base) return fd;
+  int high = base > 0 ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
+  if (high < 0) {
+    note_own_low_fd(fd);
+    return fd;
+  }
   close(fd);
   return high;
 }
@@ -104,11 +118,27 @@ const char* fallback_name(Fallback f) {
   return "unknown";
 }
 
+namespace {
+// One writer at a time (the engine's refresh and the exit's final write use
+// the same temporary name); a forked child starts unlocked (counters()).
+std::atomic<bool> g_stats_writing{false};
+// What the last write put in the file (under the lock); never destroyed:
+// written at exit.
+std::string& g_stats_last = *new std::string;
+std::atomic<int64_t> g_stats_checked_ms{0};
+std::atomic<bool> g_stats_error_said{false};
+}  // namespace
+
 Counters& counters() {
   static Counters* c = [] {
     // A forked child counts its own connections from zero (its stats file
     // must not repeat the parent's).
-    pthread_atfork(nullptr, nullptr, [] { new (&counters()) Counters(); });
+    pthread_atfork(nullptr, nullptr, [] {
+      new (&counters()) Counters();
+      g_stats_writing.store(false);
+      g_stats_last.clear();
+      g_stats_checked_ms.store(0);
+    });
     return new Counters();  // never destroyed: read at exit
   }();
   return *c;
@@ -162,23 +192,73 @@ std::string format_counters() {
   return out;
 }
 
-void write_stats_file() {
-  const char* dir = env("SMCR_STATS_DIR");
-  if (!dir || !*dir) return;
+namespace {
+
+// `always`: write even if unchanged since the last write (at exit: the file
+// may have been removed meanwhile).
+void write_stats_locked(const char* dir, bool always) {
   Counters& c = counters();
   uint64_t activity = c.smc_active + c.smc_passive;
   for (auto& f : c.fallback) activity += f;
   if (activity == 0) return;  // e.g. a wrapper process that never used TCP
+  std::string s = format_counters();
+  if (!always && s == g_stats_last) return;
   char path[512];
   snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
   char tmp[520];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   int fd = static_cast<int>(::syscall(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd < 0) return;
-  std::string s = format_counters();
-  sys::write(fd, s.data(), s.size());
-  sys::close(fd);
-  rename(tmp, path);
+  int err = 0;
+  if (fd < 0) {
+    err = errno;
+  } else {
+    if (sys::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) err = errno ? errno : EIO;
+    sys::close(fd);
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) unlink(tmp);
+  }
+  if (err) {
+    // Said once per process, whatever the log level: --stats asked for it.
+    if (!g_stats_error_said.exchange(true)) log_write(0, "cannot write stats file %s: %s", path, strerror(err));
+    return;
+  }
+  g_stats_last = std::move(s);
+}
+
+const char* stats_dir() {  // the snapshot's (core/env.h): fixed for the process
+  static const char* const dir = [] {
+    const char* d = env("SMCR_STATS_DIR");
+    return d && *d ? d : nullptr;
+  }();
+  return dir;
+}
+}  // namespace
+
+void write_stats_file() {
+  const char* dir = stats_dir();
+  if (!dir) return;
+  // The engine's refresh takes a moment at most; a holder frozen by a
+  // signal or a debugger must not hold the exit forever.
+  for (int i = 0; g_stats_writing.exchange(true, std::memory_order_acquire); ++i) {
+    if (i > 2000) return;
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  write_stats_locked(dir, true);
+  g_stats_writing.store(false, std::memory_order_release);
+}
+
+int stats_refresh_ms() { return stats_dir() ? kStatsRefreshMs : -1; }
+
+void refresh_stats_file(int64_t now_ms) {
+  const char* dir = stats_dir();
+  if (!dir) return;
+  int64_t last = g_stats_checked_ms.load(std::memory_order_relaxed);
+  if (now_ms - last < kStatsRefreshMs) return;
+  g_stats_checked_ms.store(now_ms, std::memory_order_relaxed);
+  if (g_stats_writing.exchange(true, std::memory_order_acquire)) return;
+  write_stats_locked(dir, false);
+  g_stats_writing.store(false, std::memory_order_release);
 }
 
 }  // namespace smcr

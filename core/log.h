@@ -72,8 +72,21 @@ struct Counters {
 Counters& counters();
 void count_fallback(Fallback f);
 
-// "key value" lines; written to $SMCR_STATS_DIR/smcr-<pid>.txt at exit.
+// "key value" lines, in $SMCR_STATS_DIR/smcr-<pid>.txt (written atomically:
+// a temporary file, then rename). Written at exit, and kept current while the
+// process runs: the engine thread rewrites it, when the counters changed, at
+// most every kStatsRefreshMs, so that a process killed by a signal's default
+// action (SIGTERM, SIGKILL, ...), which runs no exit code, leaves its counters
+// as of then. (A handler of our own for SIGTERM & co. would have to hide
+// itself from the application's sigaction() and could not cover SIGKILL.)
+// A file that cannot be written is reported once on stderr (path, errno).
 std::string format_counters();
 void write_stats_file();
+constexpr int kStatsRefreshMs = 250;
+// How long the engine may sleep for the refresh (-1: no stats file asked for).
+int stats_refresh_ms();
+// Rewrites the file if kStatsRefreshMs have passed since the last look and
+// the counters changed (engine thread).
+void refresh_stats_file(int64_t now_ms);
 
 }  // namespace smcr

@@ -12,13 +12,33 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace smcr::sys {
 
+// The shim's own descriptors that sit below the hidden range (see hide_fd:
+// RLIMIT_NOFILE under 2048, or no room up there), one bit each, so that the
+// application's close_range()/closefrom() leaves them open. close() clears.
+constexpr int kOwnFdBits = 1 << 16;
+extern std::atomic<uint64_t> g_own_low_fds[kOwnFdBits / 64];
+inline void forget_own_fd(int fd) {
+  if (static_cast<unsigned>(fd) >= static_cast<unsigned>(kOwnFdBits)) return;
+  uint64_t bit = uint64_t{1} << (fd & 63);
+  if (g_own_low_fds[fd >> 6].load(std::memory_order_relaxed) & bit)
+    g_own_low_fds[fd >> 6].fetch_and(~bit, std::memory_order_relaxed);
+}
+inline bool is_own_low_fd(int fd) {
+  return static_cast<unsigned>(fd) < static_cast<unsigned>(kOwnFdBits) &&
+         (g_own_low_fds[fd >> 6].load(std::memory_order_relaxed) & (uint64_t{1} << (fd & 63)));
+}
+
 inline ssize_t read(int fd, void* buf, size_t n) { return ::syscall(SYS_read, fd, buf, n); }
 inline ssize_t write(int fd, const void* buf, size_t n) { return ::syscall(SYS_write, fd, buf, n); }
-inline int close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
+inline int close(int fd) {
+  forget_own_fd(fd);
+  return static_cast<int>(::syscall(SYS_close, fd));
+}
 inline ssize_t send(int fd, const void* buf, size_t n, int flags) {
   return ::syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
 }
@@ -68,6 +88,9 @@ int64_t now_ns();
 // or select() keep working. Moves `fd` there (close-on-exec) when there is
 // room and returns the number to use; otherwise returns `fd` unchanged.
 int hide_fd(int fd);
+// Where the hidden range starts (half of RLIMIT_NOFILE at load, at most
+// 2^20), or 0 when there is none (below 2048).
+int hidden_fd_base();
 // A close-on-exec duplicate of fd, in the upper half when there is room
 // (one system call where dup and hide_fd take three).
 int dup_hidden(int fd);

@@ -12,8 +12,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -21,11 +24,14 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 #include <linux/sockios.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <vector>
 
 #include "bpf/option.h"
@@ -82,7 +88,7 @@ F resolve(const char* name) {
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
   X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_pwait) \
-  X(poll) X(ppoll) X(select) X(pselect)
+  X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -332,7 +338,13 @@ void before_select(int nfds, const fd_set* readfds) {
     if (FD_ISSET(fd, readfds)) smcr::preload::epoll_fd_polled(fd);
 }
 
+void flush_socket_streams_at_exit();
+
 __attribute__((destructor)) void at_exit() {
+  // exit() flushes stdio buffers only after the library destructors (this
+  // one) have run: streams on SMC-R connections are flushed first, while
+  // their connections are still open.
+  flush_socket_streams_at_exit();
   smcr::preload::flush_relays_at_exit(2000);
   // Close open SMC-R connections as the kernel closes TCP sockets at exit,
   // so peers see EOF after the last byte rather than a reset.
@@ -1211,6 +1223,309 @@ int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, cons
   serving.select_set(nfds, readfds);
   return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);
 }
+
+}  // extern "C"
+
+// --- stdio. A FILE that glibc makes on a descriptor (fdopen) reads, writes
+// and closes through glibc's internal calls, past this shim, and so do
+// dprintf/vdprintf: on an SMC-R fd they would read the readiness socket's
+// doorbell bytes and write into it, and fclose() would leave the connection
+// open. fdopen therefore returns, for a descriptor the shim looks after, a
+// cookie stream (fopencookie) whose read, write, seek and close are the
+// interposed calls, with _fileno set to the descriptor so that fileno()
+// works (fopencookie sets -2; glibc's close path tests only for -1, and
+// closes through the cookie exactly once, then sets -1). dprintf formats
+// into a buffer and writes it through the shim.
+namespace {
+
+struct StreamCookie {
+  int fd;
+  FILE* file;
+};
+
+std::mutex& streams_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<StreamCookie*>& streams() {  // under streams_mu; never destroyed (read at exit)
+  static auto* v = new std::vector<StreamCookie*>;
+  return *v;
+}
+
+// The shim's calls are needed under the descriptor: an SMC-R connection, an
+// accept whose Confirm may be pending, a late connect that may owe a
+// Decline.
+bool needs_shim_io(int fd) {
+  if (fd_table().has_conn(fd)) return true;
+  uint8_t k = fd_table().kind(fd);
+  return k == smcr::preload::kFdAccepting || k == smcr::preload::kFdLateConnect;
+}
+
+// For a stream: also a TCP socket not connected yet (fdopen, then connect:
+// it may become SMC-R). A connected one that is not SMC-R stays TCP.
+bool stream_needs_shim(int fd) {
+  if (needs_shim_io(fd)) return true;
+  if (fd_table().kind(fd) != smcr::preload::kFdTcp) return false;
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  return smcr::sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 && errno == ENOTCONN;
+}
+
+ssize_t stream_read(void* cookie, char* buf, size_t n) { return read(static_cast<StreamCookie*>(cookie)->fd, buf, n); }
+
+// As glibc's file streams: everything, or up to the first error.
+ssize_t stream_write(void* cookie, const char* buf, size_t n) {
+  int fd = static_cast<StreamCookie*>(cookie)->fd;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, buf + done, n - done);
+    if (w < 0) break;
+    done += static_cast<size_t>(w);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+int stream_seek(void* cookie, off64_t* off, int whence) {  // ESPIPE, as a socket's
+  off64_t r = lseek64(static_cast<StreamCookie*>(cookie)->fd, *off, whence);
+  if (r < 0) return -1;
+  *off = r;
+  return 0;
+}
+
+int stream_close(void* cookie) {
+  auto* ck = static_cast<StreamCookie*>(cookie);
+  {
+    std::lock_guard<std::mutex> lock(streams_mu());
+    auto& v = streams();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] == ck) {
+        v[i] = v.back();
+        v.pop_back();
+        break;
+      }
+  }
+  int fd = ck->fd;
+  delete ck;
+  return close(fd);
+}
+
+void flush_socket_streams_at_exit() {
+  std::lock_guard<std::mutex> lock(streams_mu());
+  for (StreamCookie* ck : streams())
+    if (ck->file && ftrylockfile(ck->file) == 0) {  // one held by another thread mid-call: left alone
+      fflush_unlocked(ck->file);
+      funlockfile(ck->file);
+    }
+}
+
+using VdprintfChkFn = int (*)(int, int, const char*, va_list);
+extern "C" int __vsnprintf_chk(char*, size_t, int, size_t, const char*, va_list);
+
+// dprintf on a descriptor the shim looks after: formatted here (the
+// fortified variant keeps its checks), then written whole, or -1.
+int dprintf_through_shim(int fd, int chk_flag, const char* fmt, va_list ap) {
+  char stack[1024];
+  va_list again;
+  va_copy(again, ap);
+  auto format = [&](char* buf, size_t size, va_list a) {
+    return chk_flag < 0 ? vsnprintf(buf, size, fmt, a) : __vsnprintf_chk(buf, size, chk_flag, size, fmt, a);
+  };
+  int n = format(stack, sizeof stack, ap);
+  char* buf = stack;
+  char* heap = nullptr;
+  if (n >= 0 && static_cast<size_t>(n) >= sizeof stack) {
+    heap = static_cast<char*>(malloc(static_cast<size_t>(n) + 1));
+    if (!heap) {
+      errno = ENOMEM;
+      n = -1;
+    } else {
+      format(heap, static_cast<size_t>(n) + 1, again);
+      buf = heap;
+    }
+  }
+  va_end(again);
+  for (size_t done = 0; n > 0 && done < static_cast<size_t>(n);) {
+    ssize_t w = write(fd, buf + done, static_cast<size_t>(n) - done);
+    if (w < 0) n = -1;
+    else done += static_cast<size_t>(w);
+  }
+  free(heap);
+  return n;
+}
+
+using CloseRangeFn = int (*)(unsigned int, unsigned int, int);
+
+int raw_close_range(unsigned int first, unsigned int last, int flags) {
+  return static_cast<int>(::syscall(SYS_close_range, first, last, flags));
+}
+
+CloseRangeFn real_close_range() {
+  static std::atomic<CloseRangeFn> slot{nullptr};
+  CloseRangeFn f = slot.load(std::memory_order_relaxed);
+  if (!f) {  // glibc 2.34+: looked up when first called
+    f = reinterpret_cast<CloseRangeFn>(dlsym(RTLD_NEXT, "close_range"));
+    if (!f) f = raw_close_range;
+    slot.store(f, std::memory_order_relaxed);
+  }
+  return f;
+}
+
+// close_range(first, last, 0) as the application means it: its SMC-R
+// connections (and whatever else the shim follows by number) are closed
+// through close(), so that the peer sees the end; the shim's own
+// descriptors stay open: those in the hidden upper half are left out
+// (the range is clamped below it), those below (sys::is_own_low_fd) are
+// skipped; the rest goes to the kernel in runs.
+//
+// Not in a vfork()ed child (CPython's subprocess, for one, calls
+// close_range there): it shares our memory, so closing through close()
+// would end the parent's connections; the kernel's close_range closes only
+// the child's copies, as it did before the shim. Such a child ran no
+// pthread_atfork handler, so its pid is not the one recorded.
+std::atomic<pid_t> g_pid{getpid()};
+[[maybe_unused]] const int g_pid_atfork = pthread_atfork(nullptr, nullptr, [] { g_pid.store(getpid()); });
+
+int close_fd_range(unsigned int first, unsigned int last, int flags) {
+  CloseRangeFn real = real_close_range();
+  if (getpid() != g_pid.load(std::memory_order_relaxed)) return real(first, last, flags);
+  int base = smcr::sys::hidden_fd_base();
+  unsigned int top = last;
+  if (base > 0) {
+    if (first >= static_cast<unsigned int>(base)) return 0;  // only the shim's own up there
+    top = std::min(last, static_cast<unsigned int>(base) - 1);
+  }
+  // Looked at one by one up to here; with no hidden range, anything above
+  // the descriptor limit goes to the kernel in one piece.
+  unsigned int scan_top = top;
+  if (base == 0) {
+    rlimit rl{};
+    rlim_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    lim = std::max<rlim_t>(lim, smcr::sys::kOwnFdBits);
+    if (lim > static_cast<rlim_t>(FdTable::kMaxFd)) lim = FdTable::kMaxFd;
+    scan_top = std::min<unsigned int>(top, static_cast<unsigned int>(lim) - 1);
+  }
+  int rc = 0, saved = 0;
+  long run = -1;
+  auto flush = [&](unsigned int end) {
+    if (run < 0) return;
+    if (real(static_cast<unsigned int>(run), end, flags) != 0 && rc == 0) {
+      rc = -1;
+      saved = errno;
+    }
+    run = -1;
+  };
+  for (unsigned int fd = first; fd <= scan_top; ++fd) {
+    int n = static_cast<int>(fd);
+    if (smcr::sys::is_own_low_fd(n)) {
+      flush(fd - 1);
+    } else if (fd_table().has_conn(n) || fd_table().kind(n) != smcr::preload::kFdUnknown) {
+      flush(fd - 1);
+      close(n);
+    } else {
+      smcr::preload::epoll_forget_fd(n);
+      smcr::preload::own::forget(n);
+      smcr::preload::late::forget(n);
+      if (run < 0) run = fd;
+    }
+    if (fd == scan_top) break;  // no wrap at UINT_MAX
+  }
+  flush(scan_top);
+  if (scan_top < top && real(scan_top + 1, top, flags) != 0 && rc == 0) {
+    rc = -1;
+    saved = errno;
+  }
+  if (rc) errno = saved;
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+FILE* fdopen(int fd, const char* mode) {
+  REAL(fdopen);
+  if (!mode || !enabled() || !stream_needs_shim(fd)) return real_fdopen(fd, mode);
+  // The mode as glibc's fdopen reads it: r, w or a, then '+' among the
+  // next four characters.
+  char m[3] = {0, 0, 0};
+  if (mode[0] != 'r' && mode[0] != 'w' && mode[0] != 'a') {
+    errno = EINVAL;
+    return nullptr;
+  }
+  m[0] = mode[0];
+  for (int i = 1; i < 5 && mode[i]; ++i)
+    if (mode[i] == '+') {
+      m[1] = '+';
+      break;
+    }
+  int fl = smcr::sys::fcntl(fd, F_GETFL);
+  if (fl < 0) return nullptr;
+  if (((fl & O_ACCMODE) == O_RDONLY && (m[0] != 'r' || m[1])) || ((fl & O_ACCMODE) == O_WRONLY && (m[0] == 'r' || m[1]))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // As glibc: "a" sets O_APPEND on the descriptor (meaningless on a socket).
+  if (m[0] == 'a' && !(fl & O_APPEND) && smcr::sys::fcntl(fd, F_SETFL, fl | O_APPEND) < 0) return nullptr;
+  auto* ck = new (std::nothrow) StreamCookie{fd, nullptr};
+  if (!ck) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  FILE* f = fopencookie(ck, m, cookie_io_functions_t{stream_read, stream_write, stream_seek, stream_close});
+  if (!f) {
+    delete ck;
+    return nullptr;
+  }
+  f->_fileno = fd;
+  ck->file = f;
+  std::lock_guard<std::mutex> lock(streams_mu());
+  streams().push_back(ck);
+  return f;
+}
+
+int vdprintf(int fd, const char* fmt, va_list ap) {
+  REAL(vdprintf);
+  if (!needs_shim_io(fd)) return real_vdprintf(fd, fmt, ap);
+  return dprintf_through_shim(fd, -1, fmt, ap);
+}
+
+int dprintf(int fd, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vdprintf(fd, fmt, ap);
+  va_end(ap);
+  return n;
+}
+
+int __vdprintf_chk(int fd, int flag, const char* fmt, va_list ap) {
+  if (!needs_shim_io(fd)) {
+    static std::atomic<VdprintfChkFn> slot{nullptr};
+    VdprintfChkFn real = slot.load(std::memory_order_relaxed);
+    if (!real) {
+      real = resolve<VdprintfChkFn>("__vdprintf_chk");
+      slot.store(real, std::memory_order_relaxed);
+    }
+    return real(fd, flag, fmt, ap);
+  }
+  return dprintf_through_shim(fd, flag, fmt, ap);
+}
+
+int __dprintf_chk(int fd, int flag, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = __vdprintf_chk(fd, flag, fmt, ap);
+  va_end(ap);
+  return n;
+}
+
+// glibc 2.34+; glibc's closefrom calls its own close_range, past the shim.
+int close_range(unsigned int first, unsigned int last, int flags) {
+  if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) || (flags & CLOSE_RANGE_CLOEXEC))
+    return real_close_range()(first, last, flags);  // errors, or only close-on-exec (the shim's already are)
+  return close_fd_range(first, last, flags);
+}
+
+void closefrom(int lowfd) { close_fd_range(static_cast<unsigned int>(std::max(lowfd, 0)), ~0U, 0); }
 
 int dup2(int oldfd, int newfd) {
   if (oldfd == newfd) {
