@@ -980,6 +980,39 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   return establish_on(g, &rmbs, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
 }
 
+// A client handshake between its Proposal and the server's answer.
+struct ClientContinuation {
+  HandshakeRequest req;
+#ifdef SMCR_HAVE_VERBS
+  std::optional<VerbsPort> port;
+#endif
+};
+
+namespace {
+
+// Client, after its Proposal: whether the server's first bytes (or its end
+// of stream) come within `wait_us`, watched as the CLC spin watches, then
+// by poll.
+bool server_answered(int fd, int wait_us) {
+  int64_t until = sys::now_ns() + int64_t{1000} * wait_us;
+  ClcSpin watch;
+  for (;;) {
+    uint8_t b;
+    ssize_t n = sys::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;
+    if (watch.again()) continue;
+    int64_t left_us = (until - sys::now_ns()) / 1000;
+    if (left_us <= 0) return false;
+    pollfd pf{fd, POLLIN | POLLRDHUP, 0};
+    timespec ts{0, static_cast<long>(std::min<int64_t>(left_us, 999999) * 1000)};
+    if (::syscall(SYS_ppoll, &pf, 1, &ts, nullptr, 0) > 0) return true;
+  }
+}
+
+}  // namespace
+
+static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& state, int64_t deadline);
+
 HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   const HandshakeConfig& cfg = handshake_config();
   ScopedRmbSize sized(rmb_size_for(req));
@@ -1011,6 +1044,43 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   if (have_local) fill_ip_area(local_addr, &prop);
   if (!send_all(fd, clc::encode(prop), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
 
+  ClientContinuation state;
+  state.req = req;
+#ifdef SMCR_HAVE_VERBS
+  state.port = port;
+#endif
+  if (req.answer_wait_us >= 0 && !server_answered(fd, req.answer_wait_us)) {
+    HandshakeOutcome o;
+    o.kind = HandshakeOutcome::Kind::kPendingClient;
+    o.client_pending = new ClientContinuation(std::move(state));
+    return o;
+  }
+  return client_after_proposal(fd, state, deadline);
+}
+
+HandshakeOutcome clc_client_finish(int fd, ClientContinuation* p) {
+  std::unique_ptr<ClientContinuation> state(p);
+  ScopedRmbSize sized(rmb_size_for(state->req));
+  // The server's application may call accept() late; a TCP client would
+  // wait that long too. The answer itself must come while the connection
+  // lives; the rest of the handshake has the usual deadline.
+  static const int64_t answer_wait_ms = env_long("SMCR_CLC_ANSWER_WAIT_MS", 300000, 1, 3600000);
+  pollfd pf{fd, POLLIN | POLLRDHUP, 0};
+  int64_t until = sys::now_ms() + answer_wait_ms;
+  for (;;) {
+    int64_t left = until - sys::now_ms();
+    if (left <= 0) break;
+    int n = sys::poll(&pf, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n > 0 || (n < 0 && errno != EINTR)) break;
+  }
+  return client_after_proposal(fd, *state, sys::now_ms() + handshake_config().timeout_ms);
+}
+
+static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& state, int64_t deadline) {
+  const ShmIdentity& id = shm_identity();
+#ifdef SMCR_HAVE_VERBS
+  const std::optional<VerbsPort>& port = state.port;
+#endif
   std::vector<uint8_t> msg;
   clc::Header h{};
   Recv r = recv_clc(fd, deadline, &msg, &h);

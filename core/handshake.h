@@ -16,13 +16,19 @@ namespace smcr {
 class Connection;
 
 class PendingConfirm;
+struct ClientContinuation;
 
 struct HandshakeOutcome {
   // kPending (server, only when HandshakeRequest::may_defer_confirm): the
   // Accept is sent; `pending` finishes the handshake (finish_confirm).
-  enum class Kind { kSmc, kFallback, kTerminate, kPending } kind = Kind::kFallback;
+  // kPendingClient (client, only when HandshakeRequest::answer_wait_ms >= 0):
+  // the Proposal is sent and the server has not answered yet (its
+  // application has not called accept()); `client_pending` finishes the
+  // handshake (clc_client_finish).
+  enum class Kind { kSmc, kFallback, kTerminate, kPending, kPendingClient } kind = Kind::kFallback;
   Connection* conn = nullptr;
   PendingConfirm* pending = nullptr;
+  ClientContinuation* client_pending = nullptr;
   Fallback reason = Fallback::kInternal;
   uint32_t diagnosis = 0;  // the Decline code sent or received
   int error = 0;           // errno for kTerminate
@@ -54,10 +60,20 @@ struct HandshakeRequest {
   // application holds the readiness socket): a Confirm that does not come,
   // or a Decline in its place, ends in kTerminate.
   bool may_defer_confirm = false;
+  // Client only. >= 0: once the Proposal is sent, wait this long for the
+  // server's first answer, then return kPendingClient instead of waiting
+  // for a server whose application has not called accept() yet (the server
+  // half of the CLC runs in accept()); < 0: wait inline.
+  int answer_wait_us = -1;
 };
 
 HandshakeOutcome clc_client(int tcp_fd, const HandshakeRequest& req = {});
 HandshakeOutcome clc_server(int tcp_fd, const HandshakeRequest& req = {});
+// Finishes a client handshake that returned kPendingClient (blocking, on any
+// thread): the server's answer may come as late as its application calls
+// accept(), within SMCR_CLC_ANSWER_WAIT_MS (default 300 s) while the TCP
+// connection lives; from the answer on, the usual CLC deadline. `p` is gone.
+HandshakeOutcome clc_client_finish(int tcp_fd, ClientContinuation* p);
 
 // A deferred Confirm (HandshakeOutcome::kPending). Never blocks: reads the
 // Confirm if the whole of it is queued on `tcp_fd` (the connection's TCP

@@ -63,6 +63,7 @@ struct Counters {
   std::atomic<uint64_t> confirm_deferred{0};  // accept()s that returned before the client's Confirm was read
   std::atomic<uint64_t> confirm_waits{0};     // application calls that waited for such a Confirm
   std::atomic<uint64_t> clc_threaded{0};      // accept()s whose client was silent: its CLC ran on a thread
+  std::atomic<uint64_t> clc_connect_async{0};  // connect()s whose server had not accepted yet: the CLC finished on a thread
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> link_send_errors{0};

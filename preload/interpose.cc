@@ -188,7 +188,7 @@ void reset_socket(int fd) {
 // (fork), or -1.
 int inherited_tcp_fd(int fd) {
   if (!fd_table().has_conn(fd))  // or an accept relayed after a late fallback
-    return fd_table().kind(fd) == smcr::preload::kFdAccepting ? smcr::preload::relayed_tcp_fd(fd) : -1;
+    return fd_table().kind(fd) == smcr::preload::kFdAccepting ? smcr::preload::accepting_tcp_fd(fd) : -1;
   Connection* c = fd_table().get(fd);
   if (!c) return -1;
   int tcp = c->foreign() ? c->tcp_fd() : -1;
@@ -232,7 +232,16 @@ uint32_t granted_buffer(int fd, int name) {
 }
 
 // `listener` is the fd accept() took a server's `fd` from (-1 for a client).
-int after_tcp_established(int fd, int listener, bool allowed = true) {
+// How long connect() waits for the server's first CLC answer before the
+// rest of the client handshake moves to a thread: SMCR_CLC_CONNECT_WAIT_US
+// (default 2000; -1: wait inline, as before).
+int connect_answer_wait_us() {
+  static const int us = static_cast<int>(smcr::env_long("SMCR_CLC_CONNECT_WAIT_US", 2000, -1, 1000000));
+  return us;
+}
+
+// `flow`: a client's short-flow key (core/short_flows.h), or 0.
+int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0) {
   bool client = listener < 0;
   using smcr::bpfopt::Result;
   // An accepted child's record completes in the softirq that queued it, so
@@ -256,16 +265,35 @@ int after_tcp_established(int fd, int listener, bool allowed = true) {
   req.allowed = allowed;
   req.rmb_size = bufs.rcvbuf;
   req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();
+  if (client) req.answer_wait_us = connect_answer_wait_us();
   // A client silent through the CLC spin (slow, or hostile) must not hold
   // a single-threaded server in accept(): its handshake runs on a thread.
   if (req.may_defer_confirm && res.ok() && !smcr::client_spoke(fd) &&
       smcr::preload::start_accepting_threaded(fd, res, req, bufs.sndbuf))
     return 0;
   smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);
+  if (o.kind == smcr::HandshakeOutcome::Kind::kPendingClient) {
+    // The server's application has not called accept() yet: connect()
+    // returns now, as TCP's, and the handshake ends on a thread.
+    smcr::preload::EarlyRegistrations early = smcr::preload::epoll_unhook_before_takeover(fd);
+    if (smcr::preload::start_connecting_threaded(fd, res, o.client_pending, bufs.sndbuf, flow)) {
+      if (!early.empty()) smcr::preload::epoll_rehook_after_takeover(real_function(g_real.epoll_ctl, "epoll_ctl"), fd, early);
+      SMCR_LOG(1, "fd %d: the server has not answered the Proposal yet: the CLC continues on a thread", fd);
+      return 0;
+    }
+    // No thread to be had: the number is still the TCP socket; finish here.
+    for (auto& [epfd, ev] : early) {
+      smcr::sys::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+      smcr::preload::epoll_note_before_takeover(epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+    o = smcr::clc_client_finish(fd, o.client_pending);
+  }
   if (o.kind != smcr::HandshakeOutcome::Kind::kSmc && o.kind != smcr::HandshakeOutcome::Kind::kPending) res.release();
   switch (o.kind) {
     case smcr::HandshakeOutcome::Kind::kPending:
       smcr::preload::start_accepting(fd, o.pending, res, bufs.sndbuf);
+      return 0;
+    case smcr::HandshakeOutcome::Kind::kPendingClient:  // resolved above
       return 0;
     case smcr::HandshakeOutcome::Kind::kSmc: {
       if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
@@ -394,6 +422,21 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     errno = EISCONN;
     return -1;
   }
+  if (fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    // A client handshake still running on its thread (or relayed after a
+    // Decline): a non-blocking connect() in progress says EALREADY, then 0
+    // once, then EISCONN.
+    if (fd_table().flags(fd) & smcr::preload::kFdConnectUnreported) {
+      if (smcr::preload::relayed_tcp_fd(fd) < 0) {
+        errno = EALREADY;
+        return -1;
+      }
+      fd_table().clear_flags(fd, smcr::preload::kFdConnectUnreported);
+      return 0;
+    }
+    errno = EISCONN;
+    return -1;
+  }
   if (fd_table().kind(fd) != smcr::preload::kFdTcp) return real_connect(fd, addr, len);
   if (addr && len >= sizeof(sa_family_t) && !policy_allows(port_of(addr), addr))
     return connect_plain(fd, addr, len, smcr::Fallback::kPolicy);
@@ -442,9 +485,10 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       return -1;
     }
   }
-  if (after_tcp_established(fd, -1) != 0) return -1;
+  if (after_tcp_established(fd, -1, true, flow) != 0) return -1;
+  bool pending = fd_table().kind(fd) == smcr::preload::kFdAccepting;  // its thread ends it
   if (!fd_table().has_conn(fd)) smcr::preload::epoll_settled(fd);
-  if (flow) {
+  if (flow && !pending) {
     if (Connection* c = fd_table().get(fd)) {
       c->set_short_flow_key(flow);
       c->unref();
@@ -460,7 +504,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
     // and reports the outcome later (POLLOUT, SO_ERROR, the next connect()):
     // programs that count on that sequence get it. A TCP socket's next
     // connect() is the kernel's own answer.
-    if (fd_table().has_conn(fd)) fd_table().add_flags(fd, smcr::preload::kFdConnectUnreported);
+    if (fd_table().has_conn(fd) || pending) fd_table().add_flags(fd, smcr::preload::kFdConnectUnreported);
     errno = EINPROGRESS;
     return -1;
   }
@@ -659,6 +703,12 @@ int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
+  // The status and descriptor flags of a number whose handshake still runs
+  // are the readiness socket's (the connection takes O_NONBLOCK from it
+  // when it is installed): no reason to wait for a server's accept().
+  if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC && !fd_table().has_conn(fd) &&
+      fd_table().kind(fd) == smcr::preload::kFdAccepting)
+    return real_fcntl(fd, cmd, arg);
   ConnRef c(fd);
   if (!c) return real_fcntl(fd, cmd, arg);
   int rc = real_fcntl(fd, cmd, arg);
@@ -814,6 +864,8 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 static int tcp_fd_for_addresses(int fd) {
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
   if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    // Still in its handshake, or relayed: the TCP socket's, without waiting.
+    if (int tcp = smcr::preload::accepting_tcp_fd(fd); tcp >= 0) return tcp;
     int ignored;
     c = smcr::preload::await_accepting(fd, kNotIo, &ignored);
     if (!c) {  // relayed after a late fallback, or failed

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -20,6 +21,7 @@
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "core/short_flows.h"
 #include "core/sys.h"
 
 namespace smcr::preload {
@@ -92,6 +94,7 @@ struct Accepting {
   PendingConfirm* handshake = nullptr;  // while kWaiting
   bool error_reported = false;        // kFailed: ECONNRESET was returned once
   uint64_t generation = process_generation();  // a forked child's copy is not its own
+  uint32_t short_flow = 0;            // a client's destination (core/short_flows.h), 0: none
 
   ~Accepting() {
     if (res.tcp >= 0 && reset_tcp) {
@@ -137,6 +140,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
       if (c->drop_user_fd()) c->app_close(false);
       else c->unref();
     } else {
+      if (a->short_flow) c->set_short_flow_key(a->short_flow);
       Connection* old = fd_table().set(a->fd, c);
       if (old) old->unref();
       a->state = Accepting::kDone;
@@ -145,6 +149,8 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     return;
   }
   count_fallback(o.reason);
+  // As a connect() that stayed TCP: as short as a connection gets.
+  if (a->short_flow) shortflows::ended(a->short_flow, 0, 0, sys::now_ms());
   if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {
     SMCR_LOG(1, "fd %d: TCP fallback after accept() (%s): relayed", a->fd, fallback_name(o.reason));
     sys::empty_socket(a->res.engine_end);  // the filler bytes are not the client's
@@ -271,14 +277,18 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
 
 }  // namespace
 
-bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf) {
+namespace {
+
+// The readiness socket takes `fd` and `run` (the rest of a handshake, on
+// the TCP socket) runs on a thread of its own; see start_accepting_threaded.
+bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_flow,
+                    std::function<HandshakeOutcome(int tcp)> run) {
   if (g_threaded.fetch_add(1) >= kMaxThreaded) {
     g_threaded.fetch_sub(1);
     return false;
   }
-  HandshakeRequest request = req;
-  request.may_defer_confirm = false;
   auto a = std::make_shared<Accepting>();
+  a->short_flow = short_flow;
   std::unique_lock<std::mutex> hold(a->mu);  // the thread starts once `fd` is installed
   // The thread inherits a mask with every signal blocked: none of the
   // application's lands on it.
@@ -286,10 +296,10 @@ bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest&
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
   try {
-    std::thread([a, request] {
+    std::thread([a, run = std::move(run)] {
       pthread_setname_np(pthread_self(), "smcr-clc");
       { std::lock_guard<std::mutex> wait_for_install(a->mu); }
-      HandshakeOutcome o = clc_server(a->res.tcp, request);
+      HandshakeOutcome o = run(a->res.tcp);
       bool relayed;
       {
         std::lock_guard<std::mutex> lock(a->mu);
@@ -307,7 +317,25 @@ bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest&
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   install_accepting(a, fd, r, sndbuf);
   a->threaded = true;
+  return true;
+}
+
+}  // namespace
+
+bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf) {
+  HandshakeRequest request = req;
+  request.may_defer_confirm = false;
+  if (!start_threaded(fd, r, sndbuf, 0, [request](int tcp) { return clc_server(tcp, request); })) return false;
   counters().clc_threaded.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* handshake, uint32_t sndbuf,
+                               uint32_t short_flow) {
+  if (!start_threaded(fd, r, sndbuf, short_flow,
+                      [handshake](int tcp) { return clc_client_finish(tcp, handshake); }))
+    return false;
+  counters().clc_connect_async.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -388,6 +416,13 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   fd_table().set_kind(fd, kFdUnknown);
   close_number(fd);
   return true;
+}
+
+int accepting_tcp_fd(int fd) {
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return -1;
+  std::lock_guard<std::mutex> lock(a->mu);
+  return a->state == Accepting::kWaiting || a->state == Accepting::kRelayed ? a->res.tcp : -1;
 }
 
 int relayed_tcp_fd(int fd) {

@@ -48,9 +48,24 @@ void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint3
 // byte stream. False (nothing done) when too many such handshakes run.
 bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf);
 
+// connect() sent its Proposal and the server's application has not called
+// accept() yet (HandshakeOutcome::kPendingClient): the readiness socket
+// takes `fd` now (not readable, not writable) and the rest of the client
+// handshake runs on a thread of its own, so that connect() returns as
+// TCP's does; the connection is installed (and POLLOUT given) when the
+// server answers, or relayed over TCP after a Decline. `short_flow`: the
+// destination's key (core/short_flows.h), or 0. False (nothing done) when
+// too many handshakes run on threads: the caller finishes it inline.
+bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* handshake, uint32_t sndbuf,
+                               uint32_t short_flow);
+
 // The TCP socket behind a relayed accept (above), or -1: addresses and
 // socket options are its.
 int relayed_tcp_fd(int fd);
+// The TCP socket behind `fd` while its handshake runs or after it fell
+// back to a relay (-1 otherwise): addresses and options are its, without
+// waiting for the handshake.
+int accepting_tcp_fd(int fd);
 
 // A call on a number of kind kFdAccepting with no connection in the table.
 // io_flags < 0 (kNotIo): not a data call; waits for the handshake's end,

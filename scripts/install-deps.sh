@@ -17,6 +17,13 @@ PKGS=(
   gnuplot-nox
   file man-db
   python3 iproute2 procps
+  # nginx's own test suite (tests/third_party/nginx-tests, scripts/nginx-tests.sh):
+  # the dynamic modules nginx -V names, and the Perl modules and servers its
+  # tests talk to.
+  libnginx-mod-mail libnginx-mod-stream libnginx-mod-stream-geoip libnginx-mod-http-geoip
+  libnginx-mod-http-image-filter libnginx-mod-http-perl libnginx-mod-http-xslt-filter
+  libio-socket-ssl-perl libnet-ssleay-perl libfcgi-perl libscgi-perl libcache-memcached-perl
+  libcache-memcached-fast-perl libprotocol-websocket-perl libgd-perl memcached
 )
 
 export DEBIAN_FRONTEND=noninteractive
@@ -54,25 +61,21 @@ if ((${#missing[@]})); then
     exit 1
   fi
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  # apt starts nginx as a service on install: it would hold port 80.
-  if installed nginx-light; then
+  # apt starts these as services on install: they would hold ports 80,
+  # 6379 and 11211 that tests use; the tests start their own.
+  for svc in nginx:nginx-light redis-server:redis-server memcached:memcached; do
+    installed "${svc#*:}" || continue
+    name=${svc%%:*}
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-      "${SUDO[@]}" systemctl stop nginx >/dev/null 2>&1 || true
-      "${SUDO[@]}" systemctl disable nginx >/dev/null 2>&1 || true
+      "${SUDO[@]}" systemctl stop "$name" >/dev/null 2>&1 || true
+      "${SUDO[@]}" systemctl disable "$name" >/dev/null 2>&1 || true
     elif command -v service >/dev/null 2>&1; then
-      "${SUDO[@]}" service nginx stop >/dev/null 2>&1 || true
+      "${SUDO[@]}" service "$name" stop >/dev/null 2>&1 || true
     fi
-  fi
-  # apt starts redis-server as a service on install: it would hold port 6379.
-  if installed redis-server; then
-    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-      "${SUDO[@]}" systemctl stop redis-server >/dev/null 2>&1 || true
-      "${SUDO[@]}" systemctl disable redis-server >/dev/null 2>&1 || true
-    elif command -v service >/dev/null 2>&1; then
-      "${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+    if [ "$name" != nginx ] && command -v update-rc.d >/dev/null 2>&1; then
+      "${SUDO[@]}" update-rc.d "$name" disable >/dev/null 2>&1 || true
     fi
-    command -v update-rc.d >/dev/null 2>&1 && { "${SUDO[@]}" update-rc.d redis-server disable >/dev/null 2>&1 || true; }
-  fi
+  done
   echo "install-deps: installed ${#missing[@]} package(s)"
 else
   echo "install-deps: all ${#PKGS[@]} packages present"

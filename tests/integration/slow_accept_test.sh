@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A server whose application calls accept() late: the client's connect()
+# returns as over TCP (the CLC's server half runs in accept(), so the client
+# handshake continues on a thread: clc_connect_async), the data arrives
+# intact, and the connection is SMC-R, also when accept() comes after the
+# CLC timeout (SMCR_CLC_TIMEOUT_MS=1000 here, accept() after 2.5 s).
+# Blocking connect() and an asyncio client (non-blocking connect), each
+# compared with plain TCP.
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+export SMCR_CLC_TIMEOUT_MS=1000
+
+SCRIPT='
+import asyncio, os, socket, sys, time
+mode, port, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+N = 1 << 20
+if mode == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("127.0.0.1", port)); l.listen(8)
+    open(sys.argv[4], "w").close()
+    for _ in range(2):
+        time.sleep(delay)
+        c, _ = l.accept()
+        data = b""
+        while len(data) < N:
+            b = c.recv(65536)
+            if not b: break
+            data += b
+        c.sendall(data); c.close()
+    sys.exit(0)
+payload = os.urandom(N)
+t = time.time(); s = socket.create_connection(("127.0.0.1", port)); blocking_s = time.time() - t
+s.sendall(payload); got = b""
+while len(got) < N:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+s.close()
+async def nb():
+    t = time.time()
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(payload)
+    await w.drain()
+    data = await r.readexactly(N)
+    w.close()
+    return data == payload
+ok2 = asyncio.run(nb())
+print("blocking_connect_s=%.3f blocking_intact=%d asyncio_intact=%d" % (blocking_s, got == payload, ok2))
+'
+
+run() {  # run plain|smc -> OUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  rm -f "$TEST_TMP/ready"
+  bg $wrap python3 -c "$SCRIPT" server "$port" 2.5 "$TEST_TMP/ready"
+  local spid=$BG_PID
+  wait_file "$TEST_TMP/ready" 10
+  OUT=$($wrap timeout 60 python3 -c "$SCRIPT" client "$port" 2.5 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1: $OUT"
+}
+
+run plain
+check "plain TCP: both clients intact" grep -q "blocking_intact=1 asyncio_intact=1" <<<"$OUT"
+check "plain TCP: connect() returned before the server's accept() ($(field blocking_connect_s "$OUT") s)" \
+  awk -v s="$(field blocking_connect_s "$OUT")" 'BEGIN { exit !(s != "" && s < 1.0) }'
+run smc
+check "smc_run: both clients intact, the server accepting 2.5 s late (past the 1 s CLC timeout)" \
+  grep -q "blocking_intact=1 asyncio_intact=1" <<<"$OUT"
+check "smc_run: connect() returned before the server's accept() ($(field blocking_connect_s "$OUT") s)" \
+  awk -v s="$(field blocking_connect_s "$OUT")" 'BEGIN { exit !(s != "" && s < 1.0) }'
+check "smc_run: both connections SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), their CLC finished off connect() ($(stat_sum clc_connect_async))" \
+  [ "$(stat_sum smc_active)" = 2 -a "$(stat_sum smc_passive)" = 2 -a "$(stat_sum clc_connect_async)" = 2 ]
+check "smc_run: no fallback, no abort" [ "$(stat_sum fallback_total)" = 0 -a "$(stat_sum aborts)" = 0 ]
+finish
