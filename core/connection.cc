@@ -330,8 +330,10 @@ bool Connection::hand_over_locked() {
 }
 
 void Connection::process_exit() {
+  // Before the lock: a forked child must not even take it (see foreign()).
+  if (foreign()) return;
   std::lock_guard<Connection> lock(*this);
-  if (app_closed_ || released_ || foreign()) return;
+  if (app_closed_ || released_) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
@@ -425,6 +427,7 @@ uint32_t Connection::send_space_locked() const {
 }
 
 void Connection::set_send_limit(uint32_t bytes) {
+  if (foreign()) return;  // the window is the owner's; its readiness socket too
   std::lock_guard<Connection> lock(*this);
   send_limit_ = bytes;
   // A larger window may let a blocked writer go on.
@@ -621,12 +624,16 @@ void Connection::arm_readable_locked(bool will_sleep) {
   pull_cdc_locked();
 }
 
+// A forked child's epoll and poll hooks reach here with connections it
+// inherited: they answer before taking the connection (see foreign()).
 bool Connection::deferrable() {
+  if (foreign()) return false;
   std::lock_guard<Connection> lock(*this);
-  return rx_control_ && engine_end_ >= 0 && !released_ && !foreign() && !deferral_forbidden_.load();
+  return rx_control_ && engine_end_ >= 0 && !released_ && !deferral_forbidden_.load();
 }
 
 bool Connection::set_deferral(ReadinessDeferral* d, int key) {
+  if (foreign()) return false;
   std::lock_guard<Connection> lock(*this);
   if (d && deferral_ && deferral_ != d) return false;
   if (d && deferral_forbidden_.load()) return false;
@@ -647,6 +654,7 @@ bool Connection::set_deferral(ReadinessDeferral* d, int key) {
 }
 
 void Connection::forbid_deferral() {
+  if (foreign()) return;  // only the owner parks, and only the owner may unpark
   if (deferral_forbidden_.load(std::memory_order_relaxed) || deferral_forbidden_.exchange(true)) return;
   std::lock_guard<Connection> lock(*this);
   deferral_ = nullptr;
@@ -654,6 +662,7 @@ void Connection::forbid_deferral() {
 }
 
 void Connection::arm_deferred(ReadinessDeferral* d) {
+  if (foreign()) return;
   std::lock_guard<Connection> lock(*this);
   if (deferral_ == d) unpark_locked();  // d refuses to park it again while its thread sleeps
 }
@@ -665,6 +674,7 @@ void Connection::unpark_locked() {
 }
 
 Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable) {
+  if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
   std::lock_guard<Connection> lock(*this, std::adopt_lock);
   drain_inbox_locked();
@@ -727,6 +737,12 @@ bool Connection::spin_for_data_locked() {
 }
 
 void Connection::pull_cdc_locked() {
+  // The control page is shared with the owner (MAP_SHARED memfd), and so are
+  // the readiness socket and the link: a forked child that processed a CDC
+  // on its stale copy of the connection would ring a doorbell byte into what
+  // becomes its own data stream after the handover, take the owner's arming,
+  // and post CDCs with stale cursors (the peer aborts). Only the owner reads.
+  if (foreign()) return;
   if (!rx_control_ || released_ || cdcmem::version(rx_control_) == rx_control_seen_) return;
   cdc::Message m;
   cdcmem::UrgentRecord urgent;
@@ -1367,6 +1383,7 @@ void Connection::unlock() {
 }
 
 void Connection::drain_inbox_locked() {
+  if (foreign()) return;  // see pull_cdc_locked: nothing of the owner's is processed here
   // The CDC in memory first: a parked link message is never newer than it.
   pull_cdc_locked();
   if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
@@ -1470,6 +1487,9 @@ void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
 }
 
 bool Connection::post_cdc_locked(const cdc::Message& m) {
+  // The link is the owner's: a CDC from a forked child's stale copy would
+  // carry a sequence number and cursors the peer rejects.
+  if (foreign()) return false;
   if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control; page && !link_->failed()) {
     cdcmem::publish(page, m);
     bool data_moved = !(m.producer == tx_published_prod_);

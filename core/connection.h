@@ -107,7 +107,9 @@ class Connection {
   // child it is "foreign": data calls fail with EOPNOTSUPP (the engine and
   // the connection's state stay with the parent), and closing it closes only
   // the child's descriptors (forget_in_child), as closing one reference to a
-  // TCP socket would. See docs/ARCHITECTURE.md.
+  // TCP socket would. A child never processes its CDCs, posts or rings for
+  // it: the control page, readiness socket and link are the owner's, shared
+  // with the child's stale copy. See docs/ARCHITECTURE.md.
   bool foreign() const;
   void forget_in_child();
   // In a forked child: true once the owner has handed the connection over
