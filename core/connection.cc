@@ -291,7 +291,10 @@ bool Connection::hand_over_locked() {
   if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
   // The peer may write into this socket itself (a doorbell byte, or draining
   // it for POLLOUT): from here it is the child's byte stream.
-  revoke_peer_bell_locked();
+  if (!revoke_peer_bell_locked()) {
+    SMCR_LOG(1, "conn %08x: the peer is still ringing: no handover", local_token_);
+    return false;
+  }
   // The readiness bytes are ours: none may reach the child as data.
   drain_readiness_locked();
   make_writable_locked();
@@ -797,16 +800,21 @@ void Connection::take_peer_bell_locked(int fd) {
   peer_bell_fd_ = sys::hide_fd(fd);
 }
 
-void Connection::revoke_peer_bell_locked() {
+bool Connection::revoke_peer_bell_locked() {
   bell_owed_ = false;  // nor may it be handed out later
-  if (!rx_control_) return;
+  if (!rx_control_) return true;
   cdcmem::forbid_direct(rx_control_);
-  // A ring the peer took before it saw the prohibition may still be in flight.
-  int64_t deadline = sys::now_ms() + 200;
-  while (cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) != 0 && sys::now_ms() < deadline)
+  // A ring the peer took before it saw the prohibition may still be in
+  // flight: its byte would land in the child's stream. The peer holds the
+  // count for a few instructions, but a loaded machine can deschedule it for
+  // far longer than that.
+  int64_t deadline = sys::now_ms() + 2000;
+  bool quiet;
+  while (!(quiet = cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) == 0) && sys::now_ms() < deadline)
     sched_yield();
   rd_armed_ = wr_armed_ = false;
   pull_cdc_locked();
+  return quiet;
 }
 
 bool Connection::may_ring_peer_locked(uint8_t* page) const {

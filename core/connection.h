@@ -279,8 +279,9 @@ class Connection {
   // full fence) waits for those stores.
   void prefetch_next_write_locked(uint32_t n);
   static constexpr uint32_t kPrefetchAhead = 4096;
-  // Takes the readiness socket back from the peer (before a handover).
-  void revoke_peer_bell_locked();
+  // Takes the readiness socket back from the peer (before a handover);
+  // false if a ring of the peer may still be on its way into it.
+  bool revoke_peer_bell_locked();
   // Sends the engine end of our readiness socket to the peer, alone.
   void send_bell_locked();
   // A CDC about to go on the link: whether our bell (still owed) may ride
