@@ -291,7 +291,10 @@ bool Connection::hand_over_locked() {
   if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
   // The peer may write into this socket itself (a doorbell byte, or draining
   // it for POLLOUT): from here it is the child's byte stream.
-  revoke_peer_bell_locked();
+  if (!revoke_peer_bell_locked()) {
+    SMCR_LOG(1, "conn %08x: the peer is still ringing: no handover", local_token_);
+    return false;
+  }
   // The readiness bytes are ours: none may reach the child as data.
   drain_readiness_locked();
   make_writable_locked();
@@ -330,8 +333,10 @@ bool Connection::hand_over_locked() {
 }
 
 void Connection::process_exit() {
+  // Before the lock: a forked child must not even take it (see foreign()).
+  if (foreign()) return;
   std::lock_guard<Connection> lock(*this);
-  if (app_closed_ || released_ || foreign()) return;
+  if (app_closed_ || released_) return;
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
@@ -425,6 +430,7 @@ uint32_t Connection::send_space_locked() const {
 }
 
 void Connection::set_send_limit(uint32_t bytes) {
+  if (foreign()) return;  // the window is the owner's; its readiness socket too
   std::lock_guard<Connection> lock(*this);
   send_limit_ = bytes;
   // A larger window may let a blocked writer go on.
@@ -456,7 +462,7 @@ uint32_t Connection::bytes_readable() {
   // TCP every arrival wakes the socket. The doorbell rings only when the
   // RMB goes from empty to not, so arm it now: the next CDC that moves the
   // producer cursor rings again.
-  if (unread > 0 && !parked_) {
+  if (unread > 0 && !parked_ && !foreign()) {  // a forked child leaves the parent's page alone
     edge_wanted_ = true;
     edge_mark_ = rx_prod_;
     arm_for_next_arrival_locked();
@@ -658,12 +664,16 @@ void Connection::arm_readable_locked(bool will_sleep) {
   pull_cdc_locked();
 }
 
+// A forked child's epoll and poll hooks reach here with connections it
+// inherited: they answer before taking the connection (see foreign()).
 bool Connection::deferrable() {
+  if (foreign()) return false;
   std::lock_guard<Connection> lock(*this);
-  return rx_control_ && engine_end_ >= 0 && !released_ && !foreign() && !deferral_forbidden_.load();
+  return rx_control_ && engine_end_ >= 0 && !released_ && !deferral_forbidden_.load();
 }
 
 bool Connection::set_deferral(ReadinessDeferral* d, int key) {
+  if (foreign()) return false;
   std::lock_guard<Connection> lock(*this);
   if (d && deferral_ && deferral_ != d) return false;
   if (d && deferral_forbidden_.load()) return false;
@@ -684,6 +694,7 @@ bool Connection::set_deferral(ReadinessDeferral* d, int key) {
 }
 
 void Connection::forbid_deferral() {
+  if (foreign()) return;  // only the owner parks, and only the owner may unpark
   if (deferral_forbidden_.load(std::memory_order_relaxed) || deferral_forbidden_.exchange(true)) return;
   std::lock_guard<Connection> lock(*this);
   deferral_ = nullptr;
@@ -691,6 +702,7 @@ void Connection::forbid_deferral() {
 }
 
 void Connection::arm_deferred(ReadinessDeferral* d) {
+  if (foreign()) return;
   std::lock_guard<Connection> lock(*this);
   if (deferral_ == d) unpark_locked();  // d refuses to park it again while its thread sleeps
 }
@@ -702,6 +714,7 @@ void Connection::unpark_locked() {
 }
 
 Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark) {
+  if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
   std::lock_guard<Connection> lock(*this, std::adopt_lock);
   drain_inbox_locked();
@@ -769,6 +782,12 @@ bool Connection::spin_for_data_locked() {
 }
 
 void Connection::pull_cdc_locked() {
+  // The control page is shared with the owner (MAP_SHARED memfd), and so are
+  // the readiness socket and the link: a forked child that processed a CDC
+  // on its stale copy of the connection would ring a doorbell byte into what
+  // becomes its own data stream after the handover, take the owner's arming,
+  // and post CDCs with stale cursors (the peer aborts). Only the owner reads.
+  if (foreign()) return;
   if (!rx_control_ || released_ || cdcmem::version(rx_control_) == rx_control_seen_) return;
   cdc::Message m;
   cdcmem::UrgentRecord urgent;
@@ -823,16 +842,21 @@ void Connection::take_peer_bell_locked(int fd) {
   peer_bell_fd_ = sys::hide_fd(fd);
 }
 
-void Connection::revoke_peer_bell_locked() {
+bool Connection::revoke_peer_bell_locked() {
   bell_owed_ = false;  // nor may it be handed out later
-  if (!rx_control_) return;
+  if (!rx_control_) return true;
   cdcmem::forbid_direct(rx_control_);
-  // A ring the peer took before it saw the prohibition may still be in flight.
-  int64_t deadline = sys::now_ms() + 200;
-  while (cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) != 0 && sys::now_ms() < deadline)
+  // A ring the peer took before it saw the prohibition may still be in
+  // flight: its byte would land in the child's stream. The peer holds the
+  // count for a few instructions, but a loaded machine can deschedule it for
+  // far longer than that.
+  int64_t deadline = sys::now_ms() + 2000;
+  bool quiet;
+  while (!(quiet = cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) == 0) && sys::now_ms() < deadline)
     sched_yield();
   rd_armed_ = wr_armed_ = false;
   pull_cdc_locked();
+  return quiet;
 }
 
 bool Connection::may_ring_peer_locked(uint8_t* page) const {
@@ -1409,6 +1433,7 @@ void Connection::unlock() {
 }
 
 void Connection::drain_inbox_locked() {
+  if (foreign()) return;  // see pull_cdc_locked: nothing of the owner's is processed here
   // The CDC in memory first: a parked link message is never newer than it.
   pull_cdc_locked();
   if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
@@ -1512,6 +1537,9 @@ void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
 }
 
 bool Connection::post_cdc_locked(const cdc::Message& m) {
+  // The link is the owner's: a CDC from a forked child's stale copy would
+  // carry a sequence number and cursors the peer rejects.
+  if (foreign()) return false;
   if (uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control; page && !link_->failed()) {
     cdcmem::publish(page, m);
     bool data_moved = !(m.producer == tx_published_prod_);

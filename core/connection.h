@@ -107,7 +107,9 @@ class Connection {
   // child it is "foreign": data calls fail with EOPNOTSUPP (the engine and
   // the connection's state stay with the parent), and closing it closes only
   // the child's descriptors (forget_in_child), as closing one reference to a
-  // TCP socket would. See docs/ARCHITECTURE.md.
+  // TCP socket would. A child never processes its CDCs, posts or rings for
+  // it: the control page, readiness socket and link are the owner's, shared
+  // with the child's stale copy. See docs/ARCHITECTURE.md.
   bool foreign() const;
   void forget_in_child();
   // In a forked child: true once the owner has handed the connection over
@@ -285,8 +287,9 @@ class Connection {
   // full fence) waits for those stores.
   void prefetch_next_write_locked(uint32_t n);
   static constexpr uint32_t kPrefetchAhead = 4096;
-  // Takes the readiness socket back from the peer (before a handover).
-  void revoke_peer_bell_locked();
+  // Takes the readiness socket back from the peer (before a handover);
+  // false if a ring of the peer may still be on its way into it.
+  bool revoke_peer_bell_locked();
   // Sends the engine end of our readiness socket to the peer, alone.
   void send_bell_locked();
   // A CDC about to go on the link: whether our bell (still owed) may ride
