@@ -260,6 +260,13 @@ namespace {
 // The readiness socket takes `fd` (not readable, not writable) and the
 // registry knows `a` by it; the TCP socket stays at r.tcp.
 void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf) {
+  // A forked child could not finish an accept its parent's engine is
+  // finishing (its relay threads stay with the parent): fork() settles them
+  // first. Registered now, not at load: prepare handlers run last
+  // registered first, and this one must run before core's own (the
+  // handover's takes a lock that finishing a handshake needs).
+  static const int atfork = pthread_atfork(settle_all_accepting, nullptr, [] { g_relays_sending.store(0); });
+  (void)atfork;
   a->fd = fd;
   a->res = r;
   a->sndbuf = sndbuf;
@@ -410,7 +417,9 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   std::lock_guard<std::mutex> lock(a->mu);
   if (a->state == Accepting::kDone || a->state == Accepting::kClosed) return false;
   // A waiting handshake closes its connection when it ends; a relay sees
-  // the application's end close.
+  // the application's end close. One on a thread may wait long (a server
+  // that has not called accept(), a silent client): end it now.
+  if (a->threaded && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RD);
   if (a->state != Accepting::kRelayed) a->state = Accepting::kClosed;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kFdUnknown);
@@ -463,10 +472,5 @@ void settle_all_accepting() {
   }
 }
 
-namespace {
-// A forked child could not finish an accept its parent's engine is finishing.
-// Its relay threads stay with the parent.
-[[maybe_unused]] const int g_atfork = pthread_atfork(settle_all_accepting, nullptr, [] { g_relays_sending.store(0); });
-}  // namespace
 
 }  // namespace smcr::preload
