@@ -234,9 +234,12 @@ uint32_t granted_buffer(int fd, int name) {
 // `listener` is the fd accept() took a server's `fd` from (-1 for a client).
 // How long connect() waits for the server's first CLC answer before the
 // rest of the client handshake moves to a thread: SMCR_CLC_CONNECT_WAIT_US
-// (default 2000; -1: wait inline, as before).
+// (-1, the default: wait inline). Opt-in for now: a client that closes
+// right after connect() (a port probe) abandons the handshake, and a
+// server in its first-contact CONFIRM LINK wait does not notice before
+// its CLC timeout, holding a single-threaded server's accept() that long.
 int connect_answer_wait_us() {
-  static const int us = static_cast<int>(smcr::env_long("SMCR_CLC_CONNECT_WAIT_US", 2000, -1, 1000000));
+  static const int us = static_cast<int>(smcr::env_long("SMCR_CLC_CONNECT_WAIT_US", -1, -1, 1000000));
   return us;
 }
 

@@ -419,7 +419,7 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   // A waiting handshake closes its connection when it ends; a relay sees
   // the application's end close. One on a thread may wait long (a server
   // that has not called accept(), a silent client): end it now.
-  if (a->threaded && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RD);
+  if (a->threaded && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RDWR);
   if (a->state != Accepting::kRelayed) a->state = Accepting::kClosed;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kFdUnknown);

@@ -73,6 +73,7 @@ failures() {
   awk '
     /^Test Summary Report/ { on = 1; next }
     on && /^Files=/ { on = 0 }
+    on && /^-+ *$/ { next }
     on && /^[^ ]/ { if (f != "") print f " " what; f = $1; what = ""; next }
     on && /Failed tests?:/ { sub(/.*Failed tests?: */, ""); what = what " failed=" $0 }
     on && /Non-zero exit status/ { sub(/.*status: */, ""); what = what " exit=" $0 }

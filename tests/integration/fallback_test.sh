@@ -72,21 +72,30 @@ OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K); reap
 check "reserved MTU in Accept: Decline, data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
 check "reserved MTU counted" [ "$(stat_sum fallback.reserved_value)" = 1 ]
 
-# A peer that never answers the Proposal: to the client it looks like a
-# server that has not called accept() yet, so connect() returns (as TCP's)
-# and the handshake waits for the answer on a thread, up to
-# SMCR_CLC_ANSWER_WAIT_MS (1 s here), then the CLC timeout: the client's
-# I/O fails with an error, no hang.
+# A peer that never answers the Proposal: connect fails within the CLC timeout, no hang.
 start_fake silent
 t0=$(date +%s%N)
-OUT=$(SMCR_CLC_TIMEOUT_MS=500 SMCR_CLC_ANSWER_WAIT_MS=1000 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
+OUT=$(SMCR_CLC_TIMEOUT_MS=500 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
 t1=$(date +%s%N)
 kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 log "silent server: rc=$rc $OUT"
 check "silent server: client gets an error, not a hang" [ "$rc" = 1 ]
 check "silent server: within 5 s" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
 check "silent server: counted as timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
-check "silent server: connect() returned, the handshake went on a thread ($(stat_sum clc_connect_async))" [ "$(stat_sum clc_connect_async)" = 1 ]
+# With the client handshake off connect() (SMCR_CLC_CONNECT_WAIT_US), the
+# silent peer looks like a server that has not called accept() yet:
+# connect() returns and the handshake waits on a thread, up to
+# SMCR_CLC_ANSWER_WAIT_MS (1 s here), then the CLC timeout: the client's
+# I/O fails with an error, no hang.
+start_fake silent
+t0=$(date +%s%N)
+OUT=$(SMCR_CLC_CONNECT_WAIT_US=2000 SMCR_CLC_TIMEOUT_MS=500 SMCR_CLC_ANSWER_WAIT_MS=1000 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
+t1=$(date +%s%N)
+kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
+log "silent server, handshake off connect(): rc=$rc $OUT"
+check "silent server, handshake off connect(): an error, not a hang, within 5 s" [ "$rc" = 1 -a $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+check "silent server, handshake off connect(): it went on a thread ($(stat_sum clc_connect_async)), a timeout" \
+  [ "$(stat_sum clc_connect_async)" = 1 -a "$(stat_sum fallback.timeout)" = 1 ]
 
 # Client-side misbehaviour against an SMC-R server (echo server under smc_run).
 for b in garbage decline malformed; do

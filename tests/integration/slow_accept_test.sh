@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A server whose application calls accept() late: the client's connect()
+# A server whose application calls accept() late, with the client handshake
+# off connect() turned on (SMCR_CLC_CONNECT_WAIT_US): the client's connect()
 # returns as over TCP (the CLC's server half runs in accept(), so the client
 # handshake continues on a thread: clc_connect_async), the data arrives
 # intact, and the connection is SMC-R, also when accept() comes after the
@@ -9,6 +10,8 @@
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 export SMCR_CLC_TIMEOUT_MS=1000
+# The client handshake off connect() is opt-in (README: connect() and the CLC).
+export SMCR_CLC_CONNECT_WAIT_US=2000
 
 SCRIPT='
 import asyncio, os, socket, sys, time
