@@ -72,8 +72,12 @@ bool query(int pid, std::string* out) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", pid);
+  // A process that does not answer (stopped, or its engine stuck) costs at
+  // most this: the read's timeout, and the connect's when its listener's
+  // backlog is full (an AF_UNIX connect waits for the send timeout).
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) != 0) {
     close(fd);
     return false;
