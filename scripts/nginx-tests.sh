@@ -8,10 +8,13 @@
 # connections are SMC-R where both ends offer it (SMCR_SHORT_FLOWS=0: every
 # connection tries).
 #
-#   usage: scripts/nginx-tests.sh [-j JOBS] [-k] [PATTERN...]
+#   usage: scripts/nginx-tests.sh [-j JOBS] [-k] [-x FILE:REASON]... [PATTERN...]
 #     PATTERN   test files, as shell patterns (default: every *.t), e.g. 'proxy*' 'mail_*'
 #     -j JOBS   prove's parallel jobs (default 2)
 #     -k        keep the logs (printed path)
+#     -x        a file whose difference from plain TCP is a known, documented
+#               limitation: reported with its reason (and when it did not
+#               differ), not counted against the verdict
 #
 # Prints, per run, the files with failures and the failed subtests, then
 # the verdict: the same failures under smc_run as over plain TCP, the time
@@ -24,10 +27,12 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 suite="$root/tests/third_party/nginx-tests"
 jobs=2 keep=0
-while getopts "j:kh" opt; do
+known=()
+while getopts "j:kx:h" opt; do
   case $opt in
     j) jobs=$OPTARG ;;
     k) keep=1 ;;
+    x) known+=("$OPTARG") ;;
     h) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) exit 2 ;;
   esac
@@ -107,6 +112,16 @@ echo "== time: smc_run / plain = $ratio (target <= 1.5)"
 [ "$keep" = 1 ] && echo "== logs kept in $work"
 
 rc=0
+# Known differences: reported, then left out of the comparison.
+for k in "${known[@]}"; do
+  f=${k%%:*} why=${k#*:}
+  if [ "$(grep "^$f " "$work/plain.failures")" != "$(grep "^$f " "$work/smc_run.failures")" ]; then
+    echo "== known difference: $f ($why): $(grep "^$f " "$work/smc_run.failures" || echo passes) under smc_run"
+  else
+    echo "== known difference did not occur this time: $f ($why)"
+  fi
+  for r in plain smc_run; do grep -v "^$f " "$work/$r.failures" > "$work/$r.tmp"; mv "$work/$r.tmp" "$work/$r.failures"; done
+done
 if diff -u "$work/plain.failures" "$work/smc_run.failures" > "$work/diff"; then
   echo "== verdict: the same failures under smc_run as over plain TCP"
 else
