@@ -13,8 +13,10 @@ ss = [socket.create_connection(('127.0.0.1', $PORT)) for _ in range(3)]
 for s in ss:
     s.sendall(b'hello'); assert s.recv(5) == b'hello'
 time.sleep(20)"
-for _ in $(seq 100); do
-  OUT=$("$STAT" --raw --pid "$SPID" 2>/dev/null) && grep -q "state=ACTIVE" <<<"$OUT" && [ "$(grep -c '^  conn .*state=ACTIVE' <<<"$OUT")" = 3 ] && break
+# Until the three have echoed (on a loaded machine the server may still be
+# on its way to the second when the third is ACTIVE).
+for _ in $(seq 200); do
+  OUT=$("$STAT" --raw --pid "$SPID" 2>/dev/null) && [ "$(grep -c '^  conn .*state=ACTIVE .*tx_bytes=5 rx_bytes=5' <<<"$OUT")" = 3 ] && break
   sleep 0.05
 done
 log "smcr_stat --raw --pid $SPID:"; echo "$OUT"
