@@ -472,6 +472,10 @@ uint32_t Connection::bytes_readable() {
 
 void Connection::arm_for_next_arrival_locked() {
   if (!rx_control_ || rd_armed_ || engine_end_ < 0 || app_fd_ < 0 || eof_signalled_ || reset_signalled_) return;
+  set_data_arming_locked();
+}
+
+void Connection::set_data_arming_locked() {
   cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_, local_token_);
   rd_armed_ = true;
   // Published before the peer could see the bit: it will not ring for it.
@@ -658,10 +662,7 @@ void Connection::arm_readable_locked(bool will_sleep) {
     return;
   }
   parked_ = false;
-  cdcmem::arm(rx_control_, cdcmem::Want::kData, rx_prod_, local_token_);
-  rd_armed_ = true;
-  // Published before the peer could see the bit: it will not ring for it.
-  pull_cdc_locked();
+  set_data_arming_locked();
 }
 
 // A forked child's epoll and poll hooks reach here with connections it

@@ -265,6 +265,9 @@ class Connection {
   void arm_readable_locked(bool will_sleep = false);
   // Arms the doorbell although data is waiting (bytes_readable).
   void arm_for_next_arrival_locked();
+  // The arming itself, shared by the two above: the word in our page, then
+  // a CDC published before the peer saw it.
+  void set_data_arming_locked();
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);

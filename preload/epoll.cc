@@ -513,7 +513,6 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   return got;
 }
 
-
 namespace {
 
 // Registrations of sockets not yet taken over (epoll_note_before_takeover):
@@ -539,7 +538,6 @@ void forget_early_set(int epfd) {
 }  // namespace
 
 void epoll_note_before_takeover(int epfd, int op, int fd, const struct epoll_event* ev) {
-  if (fd_table().flags(fd) & kFdSettledTcp) return;
   std::lock_guard<std::mutex> lock(g_early_mu);
   auto& m = early_registry();
   auto it = m.find(fd);

@@ -59,7 +59,8 @@ void poll_add_errors(struct pollfd* fds, nfds_t n);
 // socket), and made again on the readiness socket right after it.
 using EarlyRegistrations = std::vector<std::pair<int, struct epoll_event>>;
 // After a successful epoll_ctl(epfd, op, fd, ev) on a TCP socket the shim
-// may still take over.
+// may still take over (kFdTcp, no connection, not kFdSettledTcp: the caller
+// checks).
 void epoll_note_before_takeover(int epfd, int op, int fd, const struct epoll_event* ev);
 // Takes `fd`'s recorded registrations out of their sets; returns them.
 EarlyRegistrations epoll_unhook_before_takeover(int fd);
