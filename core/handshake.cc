@@ -991,21 +991,18 @@ struct ClientContinuation {
 namespace {
 
 // Client, after its Proposal: whether the server's first bytes (or its end
-// of stream) come within `wait_us`, watched as the CLC spin watches, then
-// by poll.
+// of stream) come within `wait_us`: the CLC spin's watch (client_spoke
+// serves either side), then poll for the rest.
 bool server_answered(int fd, int wait_us) {
   int64_t until = sys::now_ns() + int64_t{1000} * wait_us;
-  ClcSpin watch;
+  if (client_spoke(fd)) return true;
   for (;;) {
-    uint8_t b;
-    ssize_t n = sys::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;
-    if (watch.again()) continue;
     int64_t left_us = (until - sys::now_ns()) / 1000;
     if (left_us <= 0) return false;
     pollfd pf{fd, POLLIN | POLLRDHUP, 0};
     timespec ts{0, static_cast<long>(std::min<int64_t>(left_us, 999999) * 1000)};
-    if (::syscall(SYS_ppoll, &pf, 1, &ts, nullptr, 0) > 0) return true;
+    int n = static_cast<int>(::syscall(SYS_ppoll, &pf, 1, &ts, nullptr, 0));
+    if (n > 0 || (n < 0 && errno != EINTR)) return true;  // bytes, end of stream or an error: decide now
   }
 }
 
