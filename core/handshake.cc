@@ -72,7 +72,10 @@ bool send_all(int fd, const std::vector<uint8_t>& bytes, int64_t deadline) {
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
     int64_t left = deadline - sys::now_ms();
-    if (left <= 0) return false;
+    if (left <= 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
     pollfd p{fd, POLLOUT, 0};
     sys::poll(&p, 1, static_cast<int>(left));
   }
@@ -209,12 +212,28 @@ HandshakeOutcome fallback(Fallback why, uint32_t diag = 0) {
   return o;
 }
 
+// True when the TCP connection under a handshake has ended: the peer's FIN
+// or reset is queued (no CLC message is due while we wait on the link).
+bool tcp_peer_gone(int fd) {
+  char b;
+  ssize_t n = sys::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 HandshakeOutcome terminate(Fallback why, int error) {
   HandshakeOutcome o;
   o.kind = HandshakeOutcome::Kind::kTerminate;
   o.reason = why;
   o.error = error;
   return o;
+}
+
+// After send_all() failed (errno): the deadline passed, or the peer has
+// hung up (a client that closed at once, as a port probe does).
+HandshakeOutcome send_failed() {
+  if (errno == ETIMEDOUT) return terminate(Fallback::kTimeout, ETIMEDOUT);
+  SMCR_LOG(1, "CLC: the peer hung up (%s)", strerror(errno));
+  return terminate(Fallback::kPeerNotClc, errno == EPIPE ? ECONNRESET : errno);
 }
 
 // Sends a Decline instead of our next CLC message and falls back (RFC C.1).
@@ -224,7 +243,7 @@ HandshakeOutcome decline(int fd, uint32_t code, Fallback why, int64_t deadline) 
   d.diagnosis = code;
   SMCR_LOG(1, "CLC: declining (%08x %.*s)", code, static_cast<int>(clc::decline_reason(code).size()),
            clc::decline_reason(code).data());
-  if (!send_all(fd, clc::encode(d), deadline)) return terminate(why, ETIMEDOUT);
+  if (!send_all(fd, clc::encode(d), deadline)) return errno == ETIMEDOUT ? terminate(why, ETIMEDOUT) : send_failed();
   return fallback(why, code);
 }
 
@@ -975,7 +994,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   if (!send_all(fd, clc::encode(conf), deadline)) {
     g->forget_token(conf.rmbe_alert_token);
     free_conn_rmbs(g, &rmbs);
-    return terminate(Fallback::kTimeout, ETIMEDOUT);
+    return send_failed();
   }
   return establish_on(g, &rmbs, conf.rmbe_alert_token, acc.rmbe_alert_token, fd, false);
 }
@@ -1039,7 +1058,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   }
 #endif
   if (have_local) fill_ip_area(local_addr, &prop);
-  if (!send_all(fd, clc::encode(prop), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
+  if (!send_all(fd, clc::encode(prop), deadline)) return send_failed();
 
   ClientContinuation state;
   state.req = req;
@@ -1123,7 +1142,7 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
 
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, local, fs.psn, fs.rmb);
-  if (!send_all(fd, clc::encode(conf), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
+  if (!send_all(fd, clc::encode(conf), deadline)) return send_failed();
 
   HandshakeOutcome failure;
   auto cl = await_confirm_link(fd, fs.link.get(), *acc, deadline, &failure);
@@ -1293,7 +1312,7 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
       rmb_message(clc::Type::kAccept, false, g->local(), 0, p->rmbs.local[static_cast<size_t>(g->primary_slot())]);
   p->token = acc.rmbe_alert_token;
   g->expect_token(p->token);
-  if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(terminate(Fallback::kTimeout, ETIMEDOUT));
+  if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(send_failed());
   std::vector<uint8_t> msg;
   clc::Header h{};
   // Deferred or not, watch for the Confirm a while first: a client on this
@@ -1460,7 +1479,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
   acc.ece = fs.ece;
-  if (!send_all(fd, clc::encode(acc), deadline)) return terminate(Fallback::kTimeout, ETIMEDOUT);
+  if (!send_all(fd, clc::encode(acc), deadline)) return send_failed();
 
   r = recv_clc(fd, deadline, &msg, &h);
   if (r != Recv::kMessage || h.type != clc::Type::kConfirm) return from_unexpected(fd, r, msg, h, deadline, "SMC Confirm");
@@ -1493,12 +1512,18 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   uint8_t raw[kLinkMessageLen];
   // RFC C.7.1: a first link whose CONFIRM LINK is not answered ends the TCP connection.
   int64_t llc_deadline = sys::now_ms() + cfg.llc_timeout_ms;
-  bool got = false;
-  while (!got && !fs.link->failed()) {
+  // A client that gave up (its application closed a connection whose
+  // handshake ran off connect(): a port probe) ends its TCP connection; the
+  // wait watches that too, not to hold a single-threaded accept() until the
+  // LLC timeout.
+  bool got = false, peer_gone = false;
+  while (!got && !fs.link->failed() && !peer_gone) {
     int64_t left = llc_deadline - sys::now_ms();
     if (left <= 0) break;
-    got = fs.link->wait_message(raw, static_cast<int>(left));
+    got = fs.link->wait_message(raw, static_cast<int>(std::min<int64_t>(left, 20)));
+    peer_gone = !got && tcp_peer_gone(fd);
   }
+  if (peer_gone) return terminate(Fallback::kPeerNotClc, ECONNRESET);
   if (!got) return terminate(Fallback::kTimeout, ETIMEDOUT);
   auto m = llc::decode(raw);
   auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;

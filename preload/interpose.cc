@@ -231,18 +231,19 @@ uint32_t granted_buffer(int fd, int name) {
   return static_cast<uint32_t>(v) / 2;
 }
 
-// `listener` is the fd accept() took a server's `fd` from (-1 for a client).
 // How long connect() waits for the server's first CLC answer before the
-// rest of the client handshake moves to a thread: SMCR_CLC_CONNECT_WAIT_US
-// (-1, the default: wait inline). Opt-in for now: a client that closes
-// right after connect() (a port probe) abandons the handshake, and a
-// server in its first-contact CONFIRM LINK wait does not notice before
-// its CLC timeout, holding a single-threaded server's accept() that long.
+// rest of the client handshake moves to a thread (SMCR_CLC_CONNECT_WAIT_US;
+// -1: inline). The server half of the CLC runs in the server application's
+// accept(): past this, connect() returns as TCP's would, whatever that
+// application's accept pace. 1 ms keeps a server that is already in
+// accept() inline (a thread per connection costs ~15% of the connection
+// rate) and a server that is not off connect() at once.
 int connect_answer_wait_us() {
-  static const int us = static_cast<int>(smcr::env_long("SMCR_CLC_CONNECT_WAIT_US", -1, -1, 1000000));
+  static const int us = static_cast<int>(smcr::env_long("SMCR_CLC_CONNECT_WAIT_US", 1000, -1, 1000000));
   return us;
 }
 
+// `listener` is the fd accept() took a server's `fd` from (-1 for a client).
 // `flow`: a client's short-flow key (core/short_flows.h), or 0.
 int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0) {
   bool client = listener < 0;
@@ -312,6 +313,25 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
       return 0;
     case smcr::HandshakeOutcome::Kind::kTerminate:
       smcr::count_fallback(o.reason);
+      if (o.reason == smcr::Fallback::kPeerNotClc) {
+        // The peer hung up during the CLC: the TCP socket tells the
+        // application what it tells a TCP application (EOF, a reset).
+        SMCR_LOG(1, "fd %d: the peer hung up during CLC: plain TCP", fd);
+        return 0;
+      }
+      if (!client) {
+        // accept() returns the connection all the same, as TCP's returns one
+        // its peer reset in the queue: hung up (EOF, then EPIPE; our end
+        // resets when the application closes it). Offering the next one
+        // instead would hold a blocking accept() called because select()
+        // saw this one, until another client came.
+        SMCR_LOG(1, "fd %d: connection reset during CLC (%s): accept() returns it hung up", fd,
+                 smcr::fallback_name(o.reason));
+        linger l{1, 0};
+        smcr::sys::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        smcr::sys::shutdown(fd, SHUT_RDWR);
+        return 0;
+      }
       SMCR_LOG(1, "fd %d: connection reset during CLC (%s)", fd, smcr::fallback_name(o.reason));
       reset_socket(fd);
       errno = o.error ? o.error : ECONNRESET;
@@ -536,38 +556,31 @@ int listen(int fd, int backlog) {
 
 int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   REAL(accept4);
-  for (;;) {
-    int nfd;
-    {
-      smcr::preload::own::Serving serving;
-      serving.listener(fd);
-      nfd = real_accept4(fd, addr, len, flags);
-    }
-    if (nfd < 0) return nfd;
-    uint8_t kind = fd_table().kind(fd);
-    if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
-    if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
-    if (kind != smcr::preload::kFdSmcListener) return nfd;
-    fd_table().set_kind(nfd, smcr::preload::kFdTcp);
-    // As in the kernel, an accepted socket has its listener's buffer sizes.
-    fd_table().set_buffers(nfd, fd_table().buffers(fd));
-    // Rules about peer addresses are decided now (the listener could not);
-    // without a policy there is nothing to look up.
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    bool allowed = !smcr::policy::active() ||
-                   smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-                   smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
-                   policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
-    if (after_tcp_established(nfd, fd, allowed) == 0) {
-      if (!fd_table().has_conn(nfd)) smcr::preload::epoll_settled(nfd);
-      return nfd;
-    }
-    // Reset during CLC: that connection is gone; offer the next one.
-    REAL(close);
-    fd_table().set_kind(nfd, smcr::preload::kFdUnknown);
-    real_close(nfd);
+  int nfd;
+  {
+    smcr::preload::own::Serving serving;
+    serving.listener(fd);
+    nfd = real_accept4(fd, addr, len, flags);
   }
+  if (nfd < 0) return nfd;
+  uint8_t kind = fd_table().kind(fd);
+  if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
+  if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
+  if (kind != smcr::preload::kFdSmcListener) return nfd;
+  fd_table().set_kind(nfd, smcr::preload::kFdTcp);
+  // As in the kernel, an accepted socket has its listener's buffer sizes.
+  fd_table().set_buffers(nfd, fd_table().buffers(fd));
+  // Rules about peer addresses are decided now (the listener could not);
+  // without a policy there is nothing to look up.
+  sockaddr_storage local{}, peer{};
+  socklen_t ll = sizeof local, pl = sizeof peer;
+  bool allowed = !smcr::policy::active() ||
+                 smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+                 smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
+                 policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
+  after_tcp_established(nfd, fd, allowed);  // a server's never fails: see kTerminate
+  if (!fd_table().has_conn(nfd)) smcr::preload::epoll_settled(nfd);
+  return nfd;
 }
 
 int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, addr, len, 0); }

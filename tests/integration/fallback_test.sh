@@ -72,24 +72,25 @@ OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K); reap
 check "reserved MTU in Accept: Decline, data intact over TCP" [ "$(field ok "$OUT")" = 1 ]
 check "reserved MTU counted" [ "$(stat_sum fallback.reserved_value)" = 1 ]
 
-# A peer that never answers the Proposal: connect fails within the CLC timeout, no hang.
+# A peer that never answers the Proposal, the client handshake inline
+# (SMCR_CLC_CONNECT_WAIT_US=-1): connect fails within the CLC timeout, no hang.
 start_fake silent
 t0=$(date +%s%N)
-OUT=$(SMCR_CLC_TIMEOUT_MS=500 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
+OUT=$(SMCR_CLC_CONNECT_WAIT_US=-1 SMCR_CLC_TIMEOUT_MS=500 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
 t1=$(date +%s%N)
 kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 log "silent server: rc=$rc $OUT"
 check "silent server: client gets an error, not a hang" [ "$rc" = 1 ]
 check "silent server: within 5 s" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
 check "silent server: counted as timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
-# With the client handshake off connect() (SMCR_CLC_CONNECT_WAIT_US), the
+# With the client handshake off connect() (the default), the
 # silent peer looks like a server that has not called accept() yet:
 # connect() returns and the handshake waits on a thread, up to
 # SMCR_CLC_ANSWER_WAIT_MS (1 s here), then the CLC timeout: the client's
 # I/O fails with an error, no hang.
 start_fake silent
 t0=$(date +%s%N)
-OUT=$(SMCR_CLC_CONNECT_WAIT_US=2000 SMCR_CLC_TIMEOUT_MS=500 SMCR_CLC_ANSWER_WAIT_MS=1000 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
+OUT=$(SMCR_CLC_TIMEOUT_MS=500 SMCR_CLC_ANSWER_WAIT_MS=1000 under_smc timeout 30 "$ECHO_TOOL" client --port "$PORT" --bytes 1 2>&1); rc=$?
 t1=$(date +%s%N)
 kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null
 log "silent server, handshake off connect(): rc=$rc $OUT"

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# A server whose application calls accept() late, with the client handshake
-# off connect() turned on (SMCR_CLC_CONNECT_WAIT_US): the client's connect()
+# A server whose application calls accept() late: the client's connect()
 # returns as over TCP (the CLC's server half runs in accept(), so the client
 # handshake continues on a thread: clc_connect_async), the data arrives
 # intact, and the connection is SMC-R, also when accept() comes after the
@@ -10,8 +9,6 @@
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 export SMCR_CLC_TIMEOUT_MS=1000
-# The client handshake off connect() is opt-in (README: connect() and the CLC).
-export SMCR_CLC_CONNECT_WAIT_US=2000
 
 SCRIPT='
 import asyncio, os, socket, sys, time
@@ -76,4 +73,66 @@ check "smc_run: connect() returned before the server's accept() ($(field blockin
 check "smc_run: both connections SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), their CLC finished off connect() ($(stat_sum clc_connect_async))" \
   [ "$(stat_sum smc_active)" = 2 -a "$(stat_sum smc_passive)" = 2 -a "$(stat_sum clc_connect_async)" = 2 ]
 check "smc_run: no fallback, no abort" [ "$(stat_sum fallback_total)" = 0 -a "$(stat_sum aborts)" = 0 ]
+# Port probes (Test::Nginx's waitforsocket, load balancers' health checks):
+# clients that connect and close at once, their handshakes abandoned at
+# every stage, against a single-threaded server that select()s on its
+# listener and then calls a blocking accept(). As over TCP the server must
+# accept every connection (none dropped inside accept(), none holding it)
+# and the real client after them is served at once.
+PROBES='
+import os, select, socket, sys, time
+mode, port = sys.argv[1], int(sys.argv[2])
+NPROBES = 30
+if mode == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("127.0.0.1", port)); l.listen(64)
+    open(sys.argv[3], "w").close()
+    socks, accepted, served = [l], 0, False
+    while not served:
+        r, _, _ = select.select(socks, [], [], 20)
+        if not r: print("server: select timed out"); break
+        for s in r:
+            if s is l:
+                time.sleep(0.003)  # a busy server: the probe has closed by now
+                c, _ = l.accept(); accepted += 1; socks.append(c)
+                continue
+            try: b = s.recv(100)
+            except OSError: b = b""
+            if b:
+                s.sendall(b); served = True
+            socks.remove(s); s.close()
+    print("accepted=%d" % accepted)
+    sys.exit(0)
+for i in range(NPROBES):
+    s = socket.create_connection(("127.0.0.1", port))
+    if i % 3: time.sleep(0.0005 * (i % 7))
+    s.close()
+t = time.time()
+s = socket.create_connection(("127.0.0.1", port)); s.sendall(b"hello"); got = s.recv(100); s.close()
+print("real_client_s=%.3f intact=%d" % (time.time() - t, got == b"hello"))
+'
+probes() {  # probes plain|smc -> OUT (client) SOUT (server)
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  rm -f "$TEST_TMP/ready"
+  $wrap python3 -c "$PROBES" server "$port" "$TEST_TMP/ready" > "$TEST_TMP/probe-server.out" 2>&1 &
+  local spid=$!
+  wait_file "$TEST_TMP/ready" 10
+  # SMCR_CLC_CONNECT_WAIT_US=0: every client handshake off connect(), so
+  # that each probe abandons its handshake at some stage.
+  OUT=$(SMCR_CLC_CONNECT_WAIT_US=0 $wrap timeout 60 python3 -c "$PROBES" client "$port" 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  SOUT=$(cat "$TEST_TMP/probe-server.out")
+  log "probes, $1: client: $OUT; server: $SOUT"
+}
+probes plain
+check "plain TCP, port probes: the server accepted all 31 connections" grep -q "^accepted=31$" <<<"$SOUT"
+check "plain TCP, port probes: the real client intact" grep -q "intact=1" <<<"$OUT"
+probes smc
+check "smc_run, port probes: the server accepted all 31 connections, none dropped in accept()" grep -q "^accepted=31$" <<<"$SOUT"
+check "smc_run, port probes: the real client intact, served within 1 s ($(field real_client_s "$OUT") s)" \
+  awk -v s="$(field real_client_s "$OUT")" -v ok="$(field intact "$OUT")" 'BEGIN { exit !(ok == 1 && s != "" && s < 1.0) }'
+check "smc_run, port probes: the real client was SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), no abort" \
+  [ "$(stat_sum smc_active)" -ge 1 -a "$(stat_sum smc_passive)" -ge 1 -a "$(stat_sum aborts)" = 0 ]
 finish

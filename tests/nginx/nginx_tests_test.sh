@@ -5,12 +5,7 @@
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 case "${SMCR_SANITIZE:-OFF}" in 1|ON|on|TRUE|true|YES|yes) skip "the shim is an ASan build; it cannot be preloaded into nginx" ;; esac
 require_bpf
-# proxy_cache_lock.t's Perl backend accepts one connection at a time, with
-# delays: connect() under smc_run waits for that accept() (README,
-# Limitations: "connect() and the CLC"; open in issue 15), which reorders
-# its requests. Reported as a known difference until the CLC leaves accept().
 OUT=$(SMCR_PRELOAD_LIB="$SMCR_PRELOAD" bash "$SMCR_SOURCE_DIR/scripts/nginx-tests.sh" -j 2 \
-  -x "proxy_cache_lock.t:connect() waits for the backend's accept()" \
   'proxy*' 'fastcgi*' 'scgi*' 'grpc*' 'memcached*' 'stream_proxy*' 'stream_upstream*' 'upstream*' 'mail_*' 'h2_proxy*' 2>&1)
 rc=$?
 echo "$OUT"
