@@ -44,6 +44,7 @@
 #include "core/short_flows.h"
 #include "core/sys.h"
 #include "preload/epoll.h"
+#include "preload/exec_inherit.h"
 #include "preload/fd_table.h"
 #include "preload/late_connect.h"
 #include "preload/own_listeners.h"
@@ -112,6 +113,7 @@ F real_function(std::atomic<F>& slot, const char* name) {
 
 __attribute__((constructor(101))) void resolve_all() {
   smcr::snapshot_env();  // before the program can clear its environment
+  smcr::preload::exec_inherit::adopt_from_environment();
   // A policy that does not parse: refuse to run rather than guess (smc_run
   // checks this before starting the program).
   std::string policy_error;
@@ -166,6 +168,20 @@ struct ConnRef {
   }
 };
 
+// What a duplicate of `fd` refers to: its connection, also one handed over
+// to us (the duplicate stays one of its descriptors: an exec inherits it
+// with its TCP socket, preload/exec_inherit.h), else what ConnRef finds.
+struct DupRef : ConnRef {
+  explicit DupRef(int fd) : ConnRef(fd) {
+    if (c || !fd_table().has_conn(fd)) return;
+    c = fd_table().get(fd);
+    if (c && !(c->foreign() && c->handed_over())) {
+      c->unref();
+      c = nullptr;
+    }
+  }
+};
+
 // Makes `fd` fail like a reset TCP connection: RST to the peer, and the
 // number holds an unconnected socket the application will close.
 void reset_socket(int fd) {
@@ -187,8 +203,11 @@ void reset_socket(int fd) {
 // The TCP socket of a connection this process inherited from its parent
 // (fork), or -1.
 int inherited_tcp_fd(int fd) {
-  if (!fd_table().has_conn(fd))  // or an accept relayed after a late fallback
-    return fd_table().kind(fd) == smcr::preload::kFdAccepting ? smcr::preload::accepting_tcp_fd(fd) : -1;
+  if (!fd_table().has_conn(fd)) {  // or an accept relayed after a late fallback, or inherited across exec
+    uint8_t kind = fd_table().kind(fd);
+    if (kind == smcr::preload::kFdAccepting) return smcr::preload::accepting_tcp_fd(fd);
+    return kind == smcr::preload::kFdExecInherited ? smcr::preload::exec_inherit::tcp_fd(fd) : -1;
+  }
   Connection* c = fd_table().get(fd);
   if (!c) return -1;
   int tcp = c->foreign() ? c->tcp_fd() : -1;
@@ -591,6 +610,7 @@ int close(int fd) {
   smcr::preload::epoll_settled(fd);
   smcr::preload::own::forget(fd);
   smcr::preload::late::forget(fd);
+  smcr::preload::exec_inherit::forget(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);
@@ -725,6 +745,19 @@ int fcntl(int fd, int cmd, ...) {
   if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC && !fd_table().has_conn(fd) &&
       fd_table().kind(fd) == smcr::preload::kFdAccepting)
     return real_fcntl(fd, cmd, arg);
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+    DupRef c(fd);
+    int rc = real_fcntl(fd, cmd, arg);
+    if (rc < 0) return rc;
+    if (c) {
+      c->ref();
+      c->add_user_fd();
+      Connection* old = fd_table().set(rc, c.c);
+      if (old) old->unref();
+    }
+    smcr::preload::exec_inherit::duplicated(fd, rc);
+    return rc;
+  }
   ConnRef c(fd);
   if (!c) return real_fcntl(fd, cmd, arg);
   int rc = real_fcntl(fd, cmd, arg);
@@ -732,12 +765,6 @@ int fcntl(int fd, int cmd, ...) {
   if (cmd == F_SETFL) c->set_nonblocking(reinterpret_cast<intptr_t>(arg) & O_NONBLOCK);
   // Signal-driven I/O waits for readiness without asking epoll.
   if (cmd == F_SETFL && (reinterpret_cast<intptr_t>(arg) & O_ASYNC)) c->forbid_deferral();
-  if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rc >= 0) {
-    c->ref();
-    c->add_user_fd();
-    Connection* old = fd_table().set(rc, c.c);
-    if (old) old->unref();
-  }
   return rc;
 }
 
@@ -879,6 +906,10 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 // parent too (its relayed stream socket has AF_UNIX addresses).
 static int tcp_fd_for_addresses(int fd) {
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
+  if (!c && fd_table().kind(fd) == smcr::preload::kFdExecInherited) {
+    int tcp = smcr::preload::exec_inherit::tcp_fd(fd);
+    return tcp >= 0 ? tcp : fd;
+  }
   if (!c && fd_table().kind(fd) == smcr::preload::kFdAccepting) {
     // Still in its handshake, or relayed: the TCP socket's, without waiting.
     if (int tcp = smcr::preload::accepting_tcp_fd(fd); tcp >= 0) return tcp;
@@ -908,13 +939,14 @@ int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
 int dup(int fd) {
   REAL(dup);
   int rc = real_dup(fd);
-  ConnRef c(fd);
+  DupRef c(fd);
   if (c && rc >= 0) {
     c->ref();
     c->add_user_fd();
     Connection* old = fd_table().set(rc, c.c);
     if (old) old->unref();
   }
+  if (rc >= 0) smcr::preload::exec_inherit::duplicated(fd, rc);
   return rc;
 }
 
@@ -924,11 +956,12 @@ int dup3(int oldfd, int newfd, int flags) {
     errno = EINVAL;
     return -1;
   }
-  ConnRef c(oldfd);
+  DupRef c(oldfd);
   smcr::preload::epoll_forget_fd(newfd);
   smcr::preload::epoll_settled(newfd);
   smcr::preload::own::forget(newfd);
   smcr::preload::late::forget(newfd);
+  smcr::preload::exec_inherit::forget(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
   if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
@@ -947,6 +980,7 @@ int dup3(int oldfd, int newfd, int flags) {
     fd_table().set_kind(rc, fd_table().kind(oldfd));
     fd_table().set_buffers(rc, fd_table().buffers(oldfd));
   }
+  if (rc >= 0) smcr::preload::exec_inherit::duplicated(oldfd, rc);
   return rc;
 }
 
@@ -1118,24 +1152,34 @@ int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
 // socket that reads end-of-file, rather than handing the new program bytes
 // that are not the peer's.
 namespace {
-void prepare_exec() {
+// Returns the environment to exec with: `envp`, or a copy naming the TCP
+// sockets of handed-over connections that survive the exec
+// (preload/exec_inherit.h), which `env` keeps.
+char* const* prepare_exec(char* const envp[], smcr::preload::exec_inherit::ExecEnvironment* env) {
   smcr::preload::settle_all_accepting();
-  fd_table().for_each_conn([](int fd) {
+  std::vector<std::pair<int, int>> handed_over;
+  smcr::preload::exec_inherit::surviving(&handed_over);
+  fd_table().for_each_conn([&handed_over](int fd) {
     Connection* c = fd_table().get(fd);
     if (!c) return;
     int fdflags = smcr::sys::fcntl(fd, F_GETFD);
-    if (c->foreign() && fdflags >= 0 && !(fdflags & FD_CLOEXEC) && !c->handed_over()) {
-      SMCR_LOG(1, "fd %d: exec while the parent still holds its SMC-R connection: the new program gets end-of-file",
-               fd);
-      int sv[2];
-      if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
-        smcr::sys::dup3(sv[0], fd, 0);
-        smcr::sys::close(sv[0]);
-        smcr::sys::close(sv[1]);
+    if (c->foreign() && fdflags >= 0 && !(fdflags & FD_CLOEXEC)) {
+      if (c->handed_over()) {
+        if (c->tcp_fd() >= 0) handed_over.emplace_back(fd, c->tcp_fd());
+      } else {
+        SMCR_LOG(1, "fd %d: exec while the parent still holds its SMC-R connection: the new program gets end-of-file",
+                 fd);
+        int sv[2];
+        if (smcr::sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+          smcr::sys::dup3(sv[0], fd, 0);
+          smcr::sys::close(sv[0]);
+          smcr::sys::close(sv[1]);
+        }
       }
     }
     c->unref();
   });
+  return smcr::preload::exec_inherit::environment_for_exec(envp, handed_over, env);
 }
 
 std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
@@ -1148,20 +1192,29 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
 
 int execve(const char* path, char* const argv[], char* const envp[]) {
   REAL(execve);
-  prepare_exec();
-  return real_execve(path, argv, envp);
+  smcr::preload::exec_inherit::ExecEnvironment env;
+  char* const* exec_envp = prepare_exec(envp, &env);
+  int rc = real_execve(path, argv, exec_envp);
+  smcr::preload::exec_inherit::exec_failed(&env);
+  return rc;
 }
 
 int execvpe(const char* file, char* const argv[], char* const envp[]) {
   REAL(execvpe);
-  prepare_exec();
-  return real_execvpe(file, argv, envp);
+  smcr::preload::exec_inherit::ExecEnvironment env;
+  char* const* exec_envp = prepare_exec(envp, &env);
+  int rc = real_execvpe(file, argv, exec_envp);
+  smcr::preload::exec_inherit::exec_failed(&env);
+  return rc;
 }
 
 int fexecve(int fd, char* const argv[], char* const envp[]) {
   REAL(fexecve);
-  prepare_exec();
-  return real_fexecve(fd, argv, envp);
+  smcr::preload::exec_inherit::ExecEnvironment env;
+  char* const* exec_envp = prepare_exec(envp, &env);
+  int rc = real_fexecve(fd, argv, exec_envp);
+  smcr::preload::exec_inherit::exec_failed(&env);
+  return rc;
 }
 
 // glibc's execv/execvp/execl* reach execve through internal aliases, past

@@ -176,6 +176,61 @@ for kind in forkingmixin late_close inetd_exec; do
   check "SMC-R $kind: the server handed each connection to its child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
   check "SMC-R $kind: no connection was aborted" [ "$(stat_sum aborts)" = 0 ]
 done
+# --- addresses after exec (sshd re-executes itself per connection) -----------
+# The exec'd program holds the handed-over stream: getpeername, getsockname
+# and SO_DOMAIN/SO_PROTOCOL (Python's socket(fileno=) asks them) must be the
+# TCP connection's, as over TCP (sshd logs and authorizes `from=` by them).
+ADDR_SERVER='
+import os, signal, socket, sys
+port = int(sys.argv[1])
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(4)
+c, _ = l.accept()
+if os.fork() == 0:
+    l.close()
+    os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
+    os.execv(sys.executable, [sys.executable, "-c", """
+import os, socket
+s = socket.socket(fileno=os.dup(0))
+peer, local = s.getpeername(), s.getsockname()
+os.write(1, ("family=%d type=%d proto=%d peer=%s:%d local=%s:%d" % (s.family, s.type, s.proto, peer[0], peer[1], local[0], local[1])).encode())
+"""])
+c.close()
+try:
+    while True: os.wait()
+except ChildProcessError:
+    pass
+'
+ADDR_CLIENT='
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+got = b""
+while True:
+    b = s.recv(1000)
+    if not b: break
+    got += b
+me, srv = s.getsockname(), s.getpeername()
+want = "family=%d type=%d proto=%d peer=%s:%d local=%s:%d" % (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, me[0], me[1], srv[0], srv[1])
+print("exec_addresses=%s (%s)" % ("ok" if got.decode(errors="replace") == want else "BAD", got.decode(errors="replace")))
+'
+addr_run() {  # addr_run plain|smc -> AOUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap python3 -c "$ADDR_SERVER" "$port"
+  local spid=$BG_PID
+  wait_port "$port" || { log "address server did not start"; AOUT=; return 1; }
+  AOUT=$($wrap timeout 60 python3 -c "$ADDR_CLIENT" "$port" 2>&1 | tail -1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1 exec addresses: $AOUT"
+}
+addr_run plain
+check "plain TCP: the exec'd program sees the TCP connection's family, protocol and addresses" grep -q "^exec_addresses=ok" <<<"$AOUT"
+addr_run smc
+check "SMC-R: the exec'd program sees the TCP connection's family, protocol and addresses" grep -q "^exec_addresses=ok" <<<"$AOUT"
+check "SMC-R: that connection was SMC-R and handed over ($(stat_sum smc_passive) passive, $(stat_sum handovers) handovers)" \
+  [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum handovers)" = 1 ]
 # --- a forked child that waits (epoll, poll, select) before it reads ----------
 # PostgreSQL's backends: accept, fork, the parent closes its copy, the child
 # waits for readability and then reads. Every byte the child reads must be

@@ -1,0 +1,44 @@
+// Handed-over connections inherited across exec (sshd re-executing itself
+// per connection, inetd-style servers): the new program holds the stream
+// its parent's relay serves (core/handoff.h), an AF_UNIX socket. Its
+// addresses, socket options and SO_DOMAIN/SO_PROTOCOL must still be the TCP
+// connection's in every process that holds the descriptor (sshd logs and
+// authorizes by getpeername; Python's socket(fileno=) asks SO_DOMAIN). So
+// before an exec the TCP socket of each such descriptor that survives it
+// survives too, and SMCR_EXEC_TCP=fd:tcp,... names the pairs; the new
+// program's shim adopts them when it loads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace smcr::preload::exec_inherit {
+
+// At load, before main(): adopts the pairs SMCR_EXEC_TCP names (each checked:
+// an AF_UNIX stream and a TCP socket) and removes the variable, so that a
+// later exec without them does not pass stale numbers on.
+void adopt_from_environment();
+
+// The TCP socket behind an adopted descriptor, or -1.
+int tcp_fd(int fd);
+// The number was closed or replaced (close, dup2 over it).
+void forget(int fd);
+// `to` now refers to what `from` does (dup, dup2, dup3, F_DUPFD).
+void duplicated(int from, int to);
+
+// An exec about to happen: `envp` with SMCR_EXEC_TCP naming `pairs` (the
+// application's descriptor, its TCP socket), the TCP sockets duplicated so
+// that they survive the exec. `storage` keeps what the result points to.
+struct ExecEnvironment {
+  std::vector<char*> envp;
+  std::string variable;
+  std::vector<int> inheritable;  // closed again if the exec fails
+};
+char* const* environment_for_exec(char* const envp[], const std::vector<std::pair<int, int>>& pairs,
+                                  ExecEnvironment* storage);
+void exec_failed(ExecEnvironment* storage);
+// The adopted descriptors of this process that survive an exec, with their
+// TCP sockets (to pass them on again).
+void surviving(std::vector<std::pair<int, int>>* pairs);
+
+}  // namespace smcr::preload::exec_inherit
