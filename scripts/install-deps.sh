@@ -24,6 +24,8 @@ PKGS=(
   libnginx-mod-http-image-filter libnginx-mod-http-perl libnginx-mod-http-xslt-filter
   libio-socket-ssl-perl libnet-ssleay-perl libfcgi-perl libscgi-perl libcache-memcached-perl
   libcache-memcached-fast-perl libprotocol-websocket-perl libgd-perl memcached
+  # an accept-fork-exec server (tests/apps/sshd_test.sh)
+  openssh-server openssh-client
 )
 
 export DEBIAN_FRONTEND=noninteractive
@@ -62,8 +64,8 @@ if ((${#missing[@]})); then
   fi
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
   # apt starts these as services on install: they would hold ports 80,
-  # 6379 and 11211 that tests use; the tests start their own.
-  for svc in nginx:nginx-light redis-server:redis-server memcached:memcached; do
+  # 6379 and 11211 that tests use (and sshd 22); the tests start their own.
+  for svc in nginx:nginx-light redis-server:redis-server memcached:memcached ssh:openssh-server; do
     installed "${svc#*:}" || continue
     name=${svc%%:*}
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
