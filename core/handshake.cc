@@ -1360,6 +1360,30 @@ bool client_spoke(int tcp_fd) {
   return false;
 }
 
+bool server_may_run_inline(int tcp_fd) {
+  ClcSpin watch;
+  uint8_t buf[clc::kMaxMessageLen];
+  do {
+    ssize_t n = sys::recv(tcp_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;  // EOF or an error: decided at once
+    if (n < static_cast<ssize_t>(clc::kHeaderLen)) continue;
+    std::span<const uint8_t> bytes(buf, static_cast<size_t>(n));
+    auto h = clc::decode_header(bytes);
+    if (!h || h->type != clc::Type::kProposal) return true;  // not CLC, or a Decline: no wait
+    if (h->length > static_cast<size_t>(n)) continue;        // the rest is still to come
+    auto prop = clc::decode_proposal(bytes.first(h->length));
+    if (!prop || !prop->offers_smcr_v1) return true;  // declined at once
+    bool shm = shm_gid_is_local(prop->gid);
+    if (LinkGroup::serves_client(prop->peer_id, shm)) return true;
+#ifdef SMCR_HAVE_VERBS
+    return shm && !Engine::get().serve_shm_rendezvous();  // a first contact, unless declined at once
+#else
+    return !shm || !Engine::get().serve_shm_rendezvous();
+#endif
+  } while (watch.again());
+  return false;
+}
+
 bool decline_instead_of_proposal(int tcp_fd) {
   clc::Decline d;
   d.peer_id = shm_identity().peer_id;

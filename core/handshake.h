@@ -90,6 +90,18 @@ int64_t confirm_deadline(const PendingConfirm* p);
 // caller may run off the application's thread.
 bool client_spoke(int tcp_fd);
 
+// Server, before clc_server(): whether the whole handshake may run in the
+// application's accept() without waiting on the client more than a round
+// trip. Watches `tcp_fd` through the CLC spin. True when the client's
+// first message has come whole and is a Proposal for a live link group of
+// ours (a subsequent contact: its Confirm is deferred), or is anything that
+// ends the handshake at once (not CLC, not a Proposal, malformed, no fabric
+// for it, end of stream). False for a client silent or only partly heard
+// (slow, or hostile), and for a first contact, which waits for the client's
+// Confirm and its CONFIRM LINK reply: the caller runs those off the
+// application's thread, where a stalled client delays nobody else.
+bool server_may_run_inline(int tcp_fd);
+
 // A client that gave SMC-R up after its SYN carried the option (a
 // non-blocking connect() whose TCP handshake outlasted the wait): a Decline
 // in place of its Proposal (RFC 7609 C.1), so that the server falls back at

@@ -175,6 +175,13 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
   return nullptr;
 }
 
+bool LinkGroup::serves_client(const clc::PeerId& client, bool shm) {
+  LinkGroup* g = acquire_for_server(client, shm);
+  if (!g) return false;
+  g->release_hold();
+  return true;
+}
+
 LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
                                          uint32_t qpn) {
   std::lock_guard<std::mutex> lock(g_registry_mu);

@@ -79,6 +79,9 @@ class LinkGroup {
   // Every live group, its links and connections, as "key=value" lines.
   static std::string describe_all();
   static LinkGroup* acquire_for_server(const clc::PeerId& client, bool shm);
+  // Whether acquire_for_server would find a group now (it may be gone a
+  // moment later: a guess for planning, nothing held).
+  static bool serves_client(const clc::PeerId& client, bool shm);
   static LinkGroup* acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
                                        uint32_t qpn);
   // Drops a handshake's hold; the group may end when nothing else uses it.

@@ -185,6 +185,7 @@ std::string format_counters() {
   put("confirm_waits", c.confirm_waits.load());
   put("clc_threaded", c.clc_threaded.load());
   put("clc_connect_async", c.clc_connect_async.load());
+  put("clc_abandoned", c.clc_abandoned.load());
   put("aborts", c.aborts.load());
   put("handovers", c.handovers.load());
   put("link_send_errors", c.link_send_errors.load());

@@ -64,6 +64,7 @@ struct Counters {
   std::atomic<uint64_t> confirm_waits{0};     // application calls that waited for such a Confirm
   std::atomic<uint64_t> clc_threaded{0};      // accept()s whose client was silent: its CLC ran on a thread
   std::atomic<uint64_t> clc_connect_async{0};  // connect()s whose server had not accepted yet: the CLC finished on a thread
+  std::atomic<uint64_t> clc_abandoned{0};  // handshakes on a thread whose application closed the fd first (not a fallback)
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> link_send_errors{0};

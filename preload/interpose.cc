@@ -289,9 +289,11 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   req.rmb_size = bufs.rcvbuf;
   req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();
   if (client) req.answer_wait_us = connect_answer_wait_us();
-  // A client silent through the CLC spin (slow, or hostile) must not hold
-  // a single-threaded server in accept(): its handshake runs on a thread.
-  if (req.may_defer_confirm && res.ok() && !smcr::client_spoke(fd) &&
+  // A client silent through the CLC spin or only partly heard (slow, or
+  // hostile), or a first contact (which waits for the client's Confirm and
+  // CONFIRM LINK reply), must not hold a single-threaded server in
+  // accept(): its handshake runs on a thread.
+  if (req.may_defer_confirm && res.ok() && allowed && !smcr::server_may_run_inline(fd) &&
       smcr::preload::start_accepting_threaded(fd, res, req, bufs.sndbuf))
     return 0;
   smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);

@@ -148,7 +148,10 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     }
     return;
   }
-  count_fallback(o.reason);
+  // The application closed the number first (a port probe, a client
+  // shutting down): nothing fell back, there is nobody left to serve.
+  if (a->state == Accepting::kClosed) counters().clc_abandoned.fetch_add(1, std::memory_order_relaxed);
+  else count_fallback(o.reason);
   // As a connect() that stayed TCP: as short as a connection gets.
   if (a->short_flow) shortflows::ended(a->short_flow, 0, 0, sys::now_ms());
   if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {

@@ -21,6 +21,7 @@
 
 #include "bpf/option.h"
 #include "core/clc.h"
+#include "core/fabric_shm.h"
 
 namespace {
 
@@ -175,6 +176,36 @@ int client(int port, const std::string& behaviour) {
     close(fd);
     return k == -2 ? 1 : 0;
   }
+  if (behaviour == "half-proposal" || behaviour == "no-confirm") {
+    // A stalled handshake: half of a Proposal, or a whole one naming this
+    // host's shared-memory fabric (a first contact) and then no Confirm.
+    // Holds on until the server gives up (end of stream or a reset) or 20 s.
+    clc::Proposal p;
+    p.peer_id = shm_identity().peer_id;
+    p.gid = shm_identity().gid;
+    p.mac = shm_identity().mac;
+    p.ipv4_subnet = 0x7f000000;
+    p.ipv4_prefix_len = 8;
+    auto bytes = clc::encode(p);
+    size_t n = behaviour == "half-proposal" ? bytes.size() / 2 : bytes.size();
+    write_all(fd, bytes.data(), n);
+    std::string got;
+    char buf[4096];
+    pollfd pf{fd, POLLIN, 0};
+    int64_t waited = 0;
+    ssize_t k = 1;
+    while (waited < 20000 && k > 0) {
+      if (poll(&pf, 1, 100) > 0) {
+        k = read(fd, buf, sizeof buf);
+        if (k > 0) got.append(buf, static_cast<size_t>(k));
+      }
+      waited += 100;
+    }
+    printf("%s client: %s after %zu bytes from the server\n", behaviour.c_str(),
+           k == 0 ? "eof" : k < 0 ? strerror(errno) : "nothing in 20 s", got.size());
+    close(fd);
+    return 0;
+  }
   std::string payload = "application bytes that must arrive intact\n";
   if (behaviour == "garbage") {
     payload = "GET / HTTP/1.0\r\n\r\n" + payload;  // not CLC: the server must treat it as data
@@ -221,7 +252,8 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
                     "  server behaviours: decline split-decline garbage reserved-mtu silent\n"
-                    "  client behaviours: decline garbage malformed silent (FAKE_PEER_DELAY_MS: wait first)\n");
+                    "  client behaviours: decline garbage malformed silent half-proposal no-confirm\n"
+                    "  (FAKE_PEER_DELAY_MS: wait first)\n");
     return 2;
   }
   std::string role = argv[1];

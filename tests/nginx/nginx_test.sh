@@ -96,7 +96,7 @@ check "wrk under smc_run completed requests ($reqs)" [ "${reqs:-0}" -gt 100 ]
 check "wrk: no socket errors, only 2xx" bash -c "! grep -qE 'Socket errors|Non-2xx' <<<\"\$0\"" "$WRK"
 # (nginx closes a keepalive connection after 1000 requests; wrk reconnects)
 WRK_CONNS=$(stat_in "$CLI_STATS" smc_active)
-check "wrk: all its connections were SMC-R ($WRK_CONNS, no fallback)" \
+check "wrk: all its connections were SMC-R ($WRK_CONNS, no fallback: $(cat "$CLI_STATS"/smcr-*.txt | awk '$1 ~ /^fallback\./ && $2 > 0' | tr '\n' ' '))" \
   [ "$WRK_CONNS" -ge 20 -a "$(stat_in "$CLI_STATS" fallback_total)" = 0 ]
 # a client without the shim: TCP, still served
 plain=$(timeout 30 curl -sS "http://127.0.0.1:$PORT/1m" | sha256sum)
