@@ -321,7 +321,7 @@ bool Connection::hand_over_locked() {
   if (unread > 0) ring_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
   relayed_ = true;
-  if (!handoff::start_relay(this, child_fd, app_fd_)) {
+  if (!handoff::start_relay(this, child_fd, app_fd_, {engine_end_, tcp_fd_, peer_bell_fd_})) {
     sys::close(child_fd);
     relayed_ = false;
     return false;

@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "core/connection.h"
@@ -37,13 +39,58 @@ std::mutex g_mu;
 Region g_region;
 std::atomic<uint64_t> g_forks{0};
 
+// The descriptors of the relays running in this process (under g_mu). An
+// accept-then-fork server forks again while earlier children are relayed
+// (PostgreSQL: every backend), and fork copies every descriptor: without
+// this, the n-th child held four or five descriptors of each of the n-1
+// relayed connections before it, for its whole life, and ran out of them
+// (RLIMIT_NOFILE 1024, a few hundred connections) where TCP's would not.
+// Kept with the socket's identity: a number the parent closed and reused
+// for something else (a new client's socket the child needs) is left alone.
+struct HeldFd {
+  uint64_t relay;  // the relay that holds it
+  int fd;
+  dev_t dev;
+  ino_t ino;
+};
+std::vector<HeldFd> g_held;
+uint64_t g_next_relay = 1;
+
+void close_relayed_in_child() {
+  for (const HeldFd& h : g_held) {
+    struct stat st;
+    if (sys::fstat(h.fd, &st) == 0 && st.st_dev == h.dev && st.st_ino == h.ino) sys::close(h.fd);
+  }
+  g_held.clear();  // no relay runs here: threads do not survive fork
+}
+
 // The lock is held across fork so a child never inherits it taken.
 [[maybe_unused]] const int g_atfork = pthread_atfork([] { g_mu.lock(); },
                                                      [] {
                                                        g_forks.fetch_add(1);
                                                        g_mu.unlock();
                                                      },
-                                                     [] { g_mu.unlock(); });
+                                                     [] {
+                                                       close_relayed_in_child();
+                                                       g_mu.unlock();
+                                                     });
+
+// Registers what a relay holds; returns its id for forget_held().
+uint64_t note_held(std::span<const int> fds) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  uint64_t id = g_next_relay++;
+  for (int fd : fds) {
+    struct stat st;
+    if (fd >= 0 && sys::fstat(fd, &st) == 0) g_held.push_back({id, fd, st.st_dev, st.st_ino});
+  }
+  return id;
+}
+
+// Before the relay's descriptors close: a later child has nothing to close.
+void forget_held(uint64_t id) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::erase_if(g_held, [id](const HeldFd& h) { return h.relay == id; });
+}
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
@@ -106,8 +153,9 @@ namespace {
 
 struct RelayArgs {
   Connection* conn;
-  int child_fd;  // our end of the stream the child holds
-  int own_fd;    // the connection's readiness socket (app end)
+  int child_fd;       // our end of the stream the child holds
+  int own_fd;         // the connection's readiness socket (app end)
+  uint64_t held = 0;  // note_held()'s id
 };
 
 // Bytes in flight in one direction.
@@ -192,14 +240,18 @@ void relay(const RelayArgs& a) {
     if (p[0].revents & (POLLHUP | POLLERR)) child_hup = true;
   }
   SMCR_LOG(1, "conn %08x: relay to the child ended", c->local_token());
+  forget_held(a.held);
   sys::close(kfd);
   c->app_close(false);
 }
 
 }  // namespace
 
-bool start_relay(Connection* c, int child_fd, int own_fd) {
+bool start_relay(Connection* c, int child_fd, int own_fd, std::initializer_list<int> also_held) {
   auto* args = new RelayArgs{c, child_fd, own_fd};
+  std::vector<int> held{child_fd, own_fd};
+  held.insert(held.end(), also_held.begin(), also_held.end());
+  args->held = note_held(held);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -218,6 +270,7 @@ bool start_relay(Connection* c, int child_fd, int own_fd) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
+    forget_held(args->held);
     delete args;
     return false;
   }

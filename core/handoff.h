@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 
 namespace smcr {
 
@@ -49,7 +50,10 @@ uint64_t forks_made();
 // Starts the relay thread between `child_fd` (our end of the stream the child
 // holds) and `c`, whose readiness socket (app end) `own_fd` the thread waits
 // on. It takes over one reference to `c`, and ends with c->app_close().
-bool start_relay(Connection* c, int child_fd, int own_fd);
+// `also_held` are the connection's other descriptors (-1: none): with
+// child_fd and own_fd they are closed in every child forked while the relay
+// runs, which could never use them.
+bool start_relay(Connection* c, int child_fd, int own_fd, std::initializer_list<int> also_held);
 
 }  // namespace handoff
 }  // namespace smcr

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -75,6 +76,7 @@ inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
   return static_cast<int>(::syscall(SYS_epoll_ctl, epfd, op, fd, ev));
 }
 inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
+inline int fstat(int fd, struct stat* st) { return static_cast<int>(::syscall(SYS_fstat, fd, st)); }
 
 // Monotonic milliseconds, for handshake deadlines.
 int64_t now_ms();

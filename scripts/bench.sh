@@ -10,7 +10,10 @@
 #   every connection (SMCR_SHORT_FLOWS=0), smc_run's default (its short-flow
 #   guard keeps a destination's connections on TCP while they end short:
 #   "default" rows), and a policy that keeps those flows on TCP ("policy" rows);
-#   idle: N connections held open, CPU% and memory per connection.
+#   idle: N connections held open, CPU% and memory per connection;
+#   PostgreSQL + pgbench -c 8 -j 2, select-only and TPC-B: an accept-then-fork
+#   server, so under smc_run every byte goes through the postmaster's relay
+#   (README, fork()); skipped, with the reason, when PostgreSQL is not installed.
 # An SMC-R run counts only if its client's counters prove it (smc_active > 0,
 # fallback_total == 0; policy runs: smc_active == 0, every fallback a policy
 # one; default runs: every fallback a short-flow one); otherwise it is VOID. A run that fails or times out is FAILED.
@@ -20,14 +23,15 @@
 #   -t  seconds per timed run (default 5)       -r  repetitions (default 3)
 #   -n  redis requests (default 100000; -P 16 runs use 5x)
 #   -c  idle connections (default 1000)         -i  idle measuring window (default 3 s)
-#   -s  only these, comma separated: pp,tp,redis,nginx,loop,idle (default all)
+#   -s  only these, comma separated: pp,tp,redis,nginx,loop,idle,pg (default all)
 #   -o  where results.tsv, runs.tsv, table.txt and bench.png go (default build/bench)
 #   -q  quick mode (ctest -L bench): -t 1 -r 1 -n 20000 -i 1; exits 1 if any
 #       SMC-R run is VOID/FAILED or a ratio collapses: ping-pong p50 > 0.5x TCP,
 #       a throughput/request rate < 0.6x TCP, a short-lived connection rate
 #       < 0.05x TCP (a known gap: the CLC handshake per connection); override
 #       with BENCH_MAX_LAT_RATIO / BENCH_MIN_RATE_RATIO / BENCH_MIN_SHORT_RATIO.
-#       Never compares absolute times.
+#       Never compares absolute times. Leaves out pg (unless -s names it): its
+#       rows have no gate, and a database cluster to create would double its time.
 #   -B  do not rebuild   -k  keep the logs   -d  SMCR_DEBUG=1 also in the short-lived
 #       connection runs (elsewhere it is on: the smc_run processes' logs are in the run's
 #       directory, copied to OUTDIR/failed/ for a run that is VOID or FAILED)
@@ -141,7 +145,7 @@ verdict() {
   esac
 }
 counters() {  # counters DIR: the non-zero connection counters, one line
-  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|lgr_created|lgr_reused)/ { s[$1] += $2 }
+  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|handovers|lgr_created|lgr_reused)/ { s[$1] += $2 }
     END { for (k in s) if (s[k]) printf "%s=%d ", k, s[k] }'
 }
 
@@ -341,6 +345,54 @@ bench_idle() {  # bench_idle MODE
     "idle_shm=$(awk -v m="$(g memfd_mapped_after "$c")" -v n="$n" 'BEGIN { if (m != "") printf "%.1f", m / n }')"
 }
 
+# ---- PostgreSQL + pgbench ----------------------------------------------------------
+# The postmaster accepts and forks a backend per connection, then closes its
+# copy: under smc_run each connection is SMC-R up to the postmaster, which
+# relays it to the backend over a local stream (counted as handovers). One
+# cluster per benchmark run (initdb), as nobody (postgres refuses root), on a
+# Unix socket of its own for the setup; each run starts the server afresh.
+PG_BIN="" PG_SKIP="" PG_DIR="$LOG/pg"
+for d in "$(pg_config --bindir 2>/dev/null)" /usr/lib/postgresql/*/bin; do
+  [ -n "$d" ] && [ -x "$d/postgres" ] && [ -x "$d/initdb" ] && PG_BIN=$d
+done
+AS_PG=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+pg_init() {  # once; sets PG_SKIP to the reason when it cannot run
+  [ -n "$PG_SKIP" ] || [ -d "$PG_DIR/data" ] && return
+  if [ -z "$PG_BIN" ]; then PG_SKIP="PostgreSQL not installed (no postgres/initdb in pg_config --bindir or /usr/lib/postgresql/*/bin)"
+  elif ! command -v pgbench >/dev/null || ! command -v setpriv >/dev/null || ! id nobody >/dev/null 2>&1; then
+    PG_SKIP="needs pgbench, setpriv and the user nobody"
+  else
+    mkdir -p "$PG_DIR"; chown nobody "$PG_DIR"
+    local port; port=$(free_port)
+    if ! "${AS_PG[@]}" "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust --no-sync >"$PG_DIR/initdb.log" 2>&1; then
+      PG_SKIP="initdb failed (see $PG_DIR/initdb.log)"
+    else
+      "${AS_PG[@]}" "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$port" -k "$PG_DIR" -c listen_addresses= -c fsync=off >"$PG_DIR/init.log" 2>&1 &
+      local pid=$!
+      pg_ready "$port" && pgbench -i -q -s 8 -h "$PG_DIR" -p "$port" -U postgres postgres >>"$PG_DIR/init.log" 2>&1 ||
+        PG_SKIP="pgbench -i failed (see $PG_DIR/init.log)"
+      kill -INT "$pid"; wait "$pid" 2>/dev/null
+    fi
+  fi
+  [ -n "$PG_SKIP" ] && echo "bench: pg: skipped: $PG_SKIP" >&2
+}
+# The listener is up before recovery ends; asked over the Unix socket, which no counter sees.
+pg_ready() { local i=0; until pg_isready -q -h "$PG_DIR" -p "$1" -U postgres; do sleep 0.05; i=$((i+1)); [ $i -lt 400 ] || return 1; done; }
+bench_pg() {  # bench_pg MODE select|tpcb KEY
+  pg_init; [ -z "$PG_SKIP" ] || return 0
+  local mode=$1 port; port=$(free_port); D=$(newdir "pg_$2" "$mode")
+  local args=(); [ "$2" = select ] && args=(-S)
+  mkdir -p "$D/srv"; chmod 1777 "$D/srv"  # the server's counters, written as nobody
+  RC=1
+  if server_start "$mode" "$D" "$port" "${AS_PG[@]}" "$PG_BIN/postgres" -D "$PG_DIR/data" -p "$port" -k "$PG_DIR" \
+       -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off && pg_ready "$port"; then
+    client_run "$mode" "$D" "$port" $((SECS + 30)) pgbench -n "${args[@]}" -c 8 -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U postgres postgres
+    grep -q '^number of failed transactions: 0 ' "$D/client.out" || { [ "$RC" = 0 ] && RC=1; }
+  fi
+  stop_server
+  finish_run "pg_$2" "$mode" "$RC" "$D" "$3=$(awk '/^tps = / { printf "%.0f", $3; exit }' "$D/client.out")"
+}
+
 # ---- the runs, interleaved ---------------------------------------------------------
 # The benchmarks: "function args" (each runs once per mode per repetition).
 BENCHES=(
@@ -354,6 +406,8 @@ BENCHES=(
   "nginx 1 close ngx_close"    "tcp smc auto pol"
   "loop"                       "tcp smc auto pol"
   "idle"                       "tcp smc"
+  "pg select pg_select"        "tcp smc"
+  "pg tpcb pg_tpcb"            "tcp smc"
 )
 cpu_snap; ALL_SNAP=$SNAP
 echo "bench: $( [ "$QUICK" = 1 ] && echo 'QUICK mode, ')$REPS repetition(s), -t $SECS s, redis -n $REQS, $IDLE_CONNS idle connections over $IDLE_SECS s; logs in $LOG"
@@ -361,6 +415,7 @@ for ((REP = 1; REP <= REPS; REP++)); do
   for ((b = 0; b < ${#BENCHES[@]}; b += 2)); do
     read -r fn args <<<"${BENCHES[b]}"
     [ -z "$ONLY" ] || [[ $ONLY == *",$fn,"* ]] || continue
+    [ "$QUICK" = 1 ] && [ -z "$ONLY" ] && [ "$fn" = pg ] && continue  # see -q
     for mode in ${BENCHES[b + 1]}; do
       echo "bench: rep $REP/$REPS: $fn $args [$mode]"
       set -- $args
@@ -415,6 +470,8 @@ ROWS=(
   "idle_rss_srv|smc|idle: server RSS per conn (KiB)|lower|-"
   "idle_pss|smc|idle: Pss anon+shmem, cli+srv, per conn (KiB)|lower|-"
   "idle_shm|smc|idle: RMB memfd mapped per conn (KiB)|lower|-"
+  "pg_select|smc|pgbench -S -c8 -j2 select-only, relayed (tps)|higher|-"
+  "pg_tpcb|smc|pgbench -c8 -j2 TPC-B, relayed (tps)|higher|-"
 )
 TABLE="$OUTDIR/table.txt" TSV="$OUTDIR/results.tsv"
 RUN_EL=$(awk -v a="$T_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -455,6 +512,11 @@ done
   echo "runs with smc_active > 0 and every fallback a short-flow one (else VOID k/n). In the short-lived"
   echo "rows SMC-R means every connection (SMCR_SHORT_FLOWS=0); 'default' is smc_run as it comes."
   echo "'VOID k/n' / 'FAILED k/n': k of n runs were not proven / failed (details above and in $RUNS)."
+  if [ -n "$PG_SKIP" ]; then echo "pgbench rows skipped: $PG_SKIP"
+  elif [ -n "${VALS[pg_select.tcp]:-}${BAD[pg_select.tcp]:-}${VALS[pg_tpcb.tcp]:-}${BAD[pg_tpcb.tcp]:-}" ]; then
+    echo "pgbench rows: PostgreSQL forks a backend per connection; under smc_run the postmaster relays"
+    echo "every byte to it (handovers in the server's counters), so they measure that relay."
+  fi
 } >>"$TABLE"
 echo
 cat "$TABLE"

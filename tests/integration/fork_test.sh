@@ -231,6 +231,62 @@ addr_run smc
 check "SMC-R: the exec'd program sees the TCP connection's family, protocol and addresses" grep -q "^exec_addresses=ok" <<<"$AOUT"
 check "SMC-R: that connection was SMC-R and handed over ($(stat_sum smc_passive) passive, $(stat_sum handovers) handovers)" \
   [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum handovers)" = 1 ]
+# --- later children do not inherit earlier relays ------------------------------
+# An accept-then-fork server forks its n-th child while it relays the n-1
+# before (PostgreSQL: a backend per connection, all alive at once). Each
+# child counts its descriptors while the earlier connections stay open: with
+# TCP the count stays flat; the relays' descriptors (four or five each)
+# must not pile up in every later child (a few hundred connections ran a
+# RLIMIT_NOFILE 1024 child out of them).
+FDS_SERVER='
+import os, signal, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(16)
+for _ in range(n):
+    c, _ = l.accept()
+    if os.fork() == 0:
+        l.close()
+        c.sendall(b"fds=%d\n" % len(os.listdir("/proc/self/fd")))
+        while c.recv(4096): pass   # until the client closes
+        sys.exit(0)
+    c.close()
+try:
+    while True: os.wait()
+except ChildProcessError:
+    pass
+'
+FDS_CLIENT='
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+conns, counts = [], []
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port)); s.settimeout(20)
+    got = b""
+    while not got.endswith(b"\n"): got += s.recv(100)
+    counts.append(int(got.split(b"=")[1])); conns.append(s)   # held open
+for s in conns: s.close()
+print("child_fds=%s growth=%d" % (",".join(map(str, counts)), counts[-1] - counts[0]))
+'
+fds_run() {  # fds_run plain|smc -> FOUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap timeout 60 python3 -c "$FDS_SERVER" "$port" 8
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; FOUT=; return 1; }
+  FOUT=$($wrap timeout 60 python3 -c "$FDS_CLIENT" "$port" 8 2>&1)
+  wait "$spid"
+  log "$1: $FOUT"
+}
+fds_run plain
+check "plain TCP: the 8th child holds no more descriptors than the 1st" grep -q "growth=0$" <<<"$FOUT"
+fds_run smc
+check "SMC-R: the 8th child holds no descriptors of the 7 relayed before it" \
+  bash -c 'g=$(sed -n "s/.*growth=\(-\{0,1\}[0-9]*\)$/\1/p" <<<"$0"); [ -n "$g" ] && [ "$g" -le 1 ]' "$FOUT"
+check "SMC-R: all 8 connections were handed over ($(stat_sum handovers)), none aborted" \
+  [ "$(stat_sum handovers)" = 8 -a "$(stat_sum aborts)" = 0 ]
 # --- a forked child that waits (epoll, poll, select) before it reads ----------
 # PostgreSQL's backends: accept, fork, the parent closes its copy, the child
 # waits for readability and then reads. Every byte the child reads must be
