@@ -32,6 +32,11 @@ enum FdFlag : uint8_t {
   // A non-blocking connect() that became SMC-R inside the call returned
   // EINPROGRESS, as TCP's does: the next connect() returns 0, then EISCONN.
   kFdConnectUnreported = 4,
+  // A kFdTcp socket whose client CLC handshake runs inside connect() on some
+  // thread: its bytes are CLC messages, not the application's, and the
+  // number may change hands at any moment. Another thread's call on it
+  // (a reader woken by the Accept's arrival) waits for the handshake's end.
+  kFdClcInline = 8,
 };
 
 class FdTable {

@@ -137,6 +137,27 @@ bool enabled() {
   return on;
 }
 
+// The fd whose client handshake this thread runs inside connect() (-1):
+// a signal handler that reads it must not wait for its own thread.
+thread_local int t_inline_clc_fd = -1;
+
+// Waits while another thread's connect() runs `fd`'s client CLC inline
+// (kFdClcInline): read there, the TCP socket would hand the application
+// the server's Accept, or a blocking read would sleep on a socket that the
+// takeover then moves away from the number. The wait is the rest of a
+// handshake whose server has answered (connect() waits inline only then),
+// bounded by the CLC timeout.
+void await_inline_clc(int fd) {
+  if (fd == t_inline_clc_fd) return;
+  while (fd_table().flags(fd) & smcr::preload::kFdClcInline) {
+    timespec pause{0, 50000};
+    nanosleep(&pause, nullptr);
+  }
+  // Pairs with the release fence before connect() clears the flag: what the
+  // handshake installed (the connection, the kind) is visible now.
+  std::atomic_thread_fence(std::memory_order_acquire);
+}
+
 // Holds a referenced connection for the duration of one call. A connection
 // inherited from the parent and handed over to us (core/handoff.h) is none:
 // the descriptor is a plain stream socket now.
@@ -148,8 +169,13 @@ struct ConnRef {
   explicit ConnRef(int fd, int io_flags = kNotIo) : c(fd_table().get(fd)) {
     if (!c) {
       uint8_t kind = fd_table().kind(fd);
-      if (kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
-      else if (kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
+      if (kind == smcr::preload::kFdTcp && (fd_table().flags(fd) & smcr::preload::kFdClcInline)) {
+        await_inline_clc(fd);
+        c = fd_table().get(fd);
+        kind = fd_table().kind(fd);
+      }
+      if (!c && kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
+      else if (!c && kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
     }
     if (c && c->foreign() && c->handed_over()) {
       c->unref();
@@ -529,7 +555,17 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       return -1;
     }
   }
-  if (after_tcp_established(fd, -1, true, flow) != 0) return -1;
+  // From here the stream carries CLC until the handshake ends (or moves to
+  // a thread): other threads' calls on the number wait (ConnRef).
+  fd_table().add_flags(fd, smcr::preload::kFdClcInline);
+  t_inline_clc_fd = fd;
+  int established = after_tcp_established(fd, -1, true, flow);
+  int saved_errno = errno;
+  t_inline_clc_fd = -1;
+  std::atomic_thread_fence(std::memory_order_release);
+  fd_table().clear_flags(fd, smcr::preload::kFdClcInline);
+  errno = saved_errno;
+  if (established != 0) return -1;
   bool pending = fd_table().kind(fd) == smcr::preload::kFdAccepting;  // its thread ends it
   if (!fd_table().has_conn(fd)) smcr::preload::epoll_settled(fd);
   if (flow && !pending) {
