@@ -434,7 +434,12 @@ int accepting_tcp_fd(int fd) {
   std::shared_ptr<Accepting> a = find(fd);
   if (!a) return -1;
   std::lock_guard<std::mutex> lock(a->mu);
-  return a->state == Accepting::kWaiting || a->state == Accepting::kRelayed ? a->res.tcp : -1;
+  // A failed one keeps its TCP socket (hung up) until the application
+  // closes the number: its addresses stay TCP's, as a reset TCP socket's
+  // local address does (a select() server asks sockport() of it).
+  return a->state == Accepting::kWaiting || a->state == Accepting::kRelayed || a->state == Accepting::kFailed
+             ? a->res.tcp
+             : -1;
 }
 
 int relayed_tcp_fd(int fd) {
