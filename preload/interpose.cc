@@ -424,16 +424,31 @@ void fds_passed(const struct msghdr* m) {
   }
 }
 
-// poll() and select() wait for readability without asking epoll.
-void before_poll(const struct pollfd* fds, nfds_t n) {
-  for (nfds_t i = 0; i < n; ++i)
-    if (fds[i].fd >= 0 && (fds[i].events & (POLLIN | POLLRDNORM))) smcr::preload::epoll_fd_polled(fds[i].fd);
+// A poll or select that starts while another thread's connect() runs the
+// fd's client CLC inline would wait on the TCP socket, which the takeover
+// then moves away from the number: the kernel would go on watching it (the
+// peer's close seen only when the application closed its own end). Such a
+// wait starts after the handshake, as a read does (ConnRef).
+void await_inline_clc_before_wait(int fd) {
+  if (fd_table().flags(fd) & smcr::preload::kFdClcInline) await_inline_clc(fd);
 }
 
-void before_select(int nfds, const fd_set* readfds) {
-  if (!readfds) return;
-  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd)
-    if (FD_ISSET(fd, readfds)) smcr::preload::epoll_fd_polled(fd);
+// poll() and select() wait for readability without asking epoll.
+void before_poll(const struct pollfd* fds, nfds_t n) {
+  for (nfds_t i = 0; i < n; ++i) {
+    if (fds[i].fd < 0) continue;
+    await_inline_clc_before_wait(fds[i].fd);
+    if (fds[i].events & (POLLIN | POLLRDNORM)) smcr::preload::epoll_fd_polled(fds[i].fd);
+  }
+}
+
+void before_select(int nfds, const fd_set* readfds, const fd_set* writefds) {
+  if (!readfds && !writefds) return;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
+    bool read = readfds && FD_ISSET(fd, readfds);
+    if (read || (writefds && FD_ISSET(fd, writefds))) await_inline_clc_before_wait(fd);
+    if (read) smcr::preload::epoll_fd_polled(fd);
+  }
 }
 
 void flush_socket_streams_at_exit();
@@ -517,6 +532,23 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   if (flow && smcr::shortflows::keep_on_tcp(flow, smcr::sys::now_ms()))
     return connect_plain(fd, addr, len, smcr::Fallback::kShortFlow);
   bool opted = smcr::bpfopt::opt_in(fd);
+  // From the end of the TCP handshake until the CLC ends (or moves to a
+  // thread) the number may change hands: other threads' reads, polls and
+  // selects on it wait (ConnRef, before_poll/before_select). Not during the
+  // kernel's connect itself: that may take minutes, and a poll there must
+  // keep its timeout.
+  struct InlineClc {
+    int fd;
+    bool on;
+    void end() {
+      if (!on) return;
+      on = false;
+      t_inline_clc_fd = -1;
+      std::atomic_thread_fence(std::memory_order_release);
+      fd_table().clear_flags(fd, smcr::preload::kFdClcInline);
+    }
+    ~InlineClc() { end(); }
+  } inline_clc{fd, false};
   int rc = real_connect(fd, addr, len);
   if (!opted) {
     if (rc == 0 || errno == EINPROGRESS) {
@@ -555,15 +587,12 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
       return -1;
     }
   }
-  // From here the stream carries CLC until the handshake ends (or moves to
-  // a thread): other threads' calls on the number wait (ConnRef).
+  inline_clc.on = true;
   fd_table().add_flags(fd, smcr::preload::kFdClcInline);
   t_inline_clc_fd = fd;
   int established = after_tcp_established(fd, -1, true, flow);
   int saved_errno = errno;
-  t_inline_clc_fd = -1;
-  std::atomic_thread_fence(std::memory_order_release);
-  fd_table().clear_flags(fd, smcr::preload::kFdClcInline);
+  inline_clc.end();  // what follows is the application's
   errno = saved_errno;
   if (established != 0) return -1;
   bool pending = fd_table().kind(fd) == smcr::preload::kFdAccepting;  // its thread ends it
@@ -1368,7 +1397,7 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
 
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struct timeval* tv) {
   REAL(select);
-  before_select(nfds, readfds);
+  before_select(nfds, readfds, writefds);
   smcr::preload::own::Serving serving;
   serving.select_set(nfds, readfds);
   return real_select(nfds, readfds, writefds, exceptfds, tv);
@@ -1377,7 +1406,7 @@ int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struc
 int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const struct timespec* ts,
             const sigset_t* mask) {
   REAL(pselect);
-  before_select(nfds, readfds);
+  before_select(nfds, readfds, writefds);
   smcr::preload::own::Serving serving;
   serving.select_set(nfds, readfds);
   return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);

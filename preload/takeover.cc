@@ -85,6 +85,7 @@ struct Accepting {
   // socket, which is a plain byte stream to the application from then on.
   enum State { kWaiting, kDone, kFailed, kClosed, kRelayed } state = kWaiting;
   bool threaded = false;              // the whole handshake runs on a thread of its own
+  bool client = false;                // a connect()'s handshake (start_connecting_threaded)
   bool reset_tcp = true;              // closing res.tcp resets (not after an orderly relay)
   int fd = -1;                        // the application's number
   Reserved res;                       // the connection's once kDone
@@ -161,6 +162,13 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     sys::close(a->res.app_end);
     a->res.app_end = -1;
     a->state = Accepting::kRelayed;
+    return;
+  }
+  if (o.kind == HandshakeOutcome::Kind::kFallback) {
+    // Closed by the application before its TCP fallback: ended as a TCP
+    // socket closed then (FIN; a reset only for bytes left unread).
+    sys::shutdown(a->res.tcp, SHUT_WR);
+    a->reset_tcp = false;
     return;
   }
   SMCR_LOG(1, "fd %d: connection reset after accept() (%s)", a->fd, fallback_name(o.reason));
@@ -292,12 +300,13 @@ namespace {
 // The readiness socket takes `fd` and `run` (the rest of a handshake, on
 // the TCP socket) runs on a thread of its own; see start_accepting_threaded.
 bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_flow,
-                    std::function<HandshakeOutcome(int tcp)> run) {
+                    std::function<HandshakeOutcome(int tcp)> run, bool client = false) {
   if (g_threaded.fetch_add(1) >= kMaxThreaded) {
     g_threaded.fetch_sub(1);
     return false;
   }
   auto a = std::make_shared<Accepting>();
+  a->client = client;
   a->short_flow = short_flow;
   std::unique_lock<std::mutex> hold(a->mu);  // the thread starts once `fd` is installed
   // The thread inherits a mask with every signal blocked: none of the
@@ -343,7 +352,7 @@ bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest&
 bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* handshake, uint32_t sndbuf,
                                uint32_t short_flow) {
   if (!start_threaded(fd, r, sndbuf, short_flow,
-                      [handshake](int tcp) { return clc_client_finish(tcp, handshake); }))
+                      [handshake](int tcp) { return clc_client_finish(tcp, handshake); }, true))
     return false;
   counters().clc_connect_async.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -419,10 +428,12 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   if (!a) return false;
   std::lock_guard<std::mutex> lock(a->mu);
   if (a->state == Accepting::kDone || a->state == Accepting::kClosed) return false;
-  // A waiting handshake closes its connection when it ends; a relay sees
-  // the application's end close. One on a thread may wait long (a server
-  // that has not called accept(), a silent client): end it now.
-  if (a->threaded && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RDWR);
+  // A waiting handshake closes its connection when it ends (a server's:
+  // the client then sees an orderly end, as from a TCP server that accepted
+  // and closed); a relay sees the application's end close. A client's may
+  // wait long for a server that has not called accept() (a port probe that
+  // closes at once): it ends now, the server seeing TCP's FIN.
+  if (a->threaded && a->client && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RDWR);
   if (a->state != Accepting::kRelayed) a->state = Accepting::kClosed;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kFdUnknown);
