@@ -208,6 +208,14 @@ struct DupRef : ConnRef {
   }
 };
 
+// `fd`, a duplicate just made, is one more descriptor of `c` (dup, dup3,
+// F_DUPFD): the table takes a reference of its own.
+void share_connection(int fd, Connection* c) {
+  c->ref();
+  c->add_user_fd();
+  if (Connection* old = fd_table().set(fd, c)) old->unref();
+}
+
 // Makes `fd` fail like a reset TCP connection: RST to the peer, and the
 // number holds an unconnected socket the application will close.
 void reset_socket(int fd) {
@@ -816,12 +824,7 @@ int fcntl(int fd, int cmd, ...) {
     DupRef c(fd);
     int rc = real_fcntl(fd, cmd, arg);
     if (rc < 0) return rc;
-    if (c) {
-      c->ref();
-      c->add_user_fd();
-      Connection* old = fd_table().set(rc, c.c);
-      if (old) old->unref();
-    }
+    if (c) share_connection(rc, c.c);
     smcr::preload::exec_inherit::duplicated(fd, rc);
     return rc;
   }
@@ -1007,12 +1010,7 @@ int dup(int fd) {
   REAL(dup);
   int rc = real_dup(fd);
   DupRef c(fd);
-  if (c && rc >= 0) {
-    c->ref();
-    c->add_user_fd();
-    Connection* old = fd_table().set(rc, c.c);
-    if (old) old->unref();
-  }
+  if (c && rc >= 0) share_connection(rc, c.c);
   if (rc >= 0) smcr::preload::exec_inherit::duplicated(fd, rc);
   return rc;
 }
@@ -1039,10 +1037,7 @@ int dup3(int oldfd, int newfd, int flags) {
   }
   int rc = real_dup3(oldfd, newfd, flags);
   if (rc >= 0 && c) {
-    c->ref();
-    c->add_user_fd();
-    Connection* old = fd_table().set(rc, c.c);
-    if (old) old->unref();
+    share_connection(rc, c.c);
   } else if (rc >= 0) {
     fd_table().set_kind(rc, fd_table().kind(oldfd));
     fd_table().set_buffers(rc, fd_table().buffers(oldfd));
