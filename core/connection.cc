@@ -10,13 +10,20 @@
 #include <linux/sockios.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/time.h>
+
 #include <algorithm>
+#include <new>
+#include <type_traits>
 #include <cerrno>
 #include <cstring>
 
 #include "core/cdc_mem.h"
 #include "core/engine.h"
 #include "core/env.h"
+#include "core/fabric_shm.h"
 #include "core/handoff.h"
 #include "core/link_group.h"
 #include "core/log.h"
@@ -220,7 +227,8 @@ void Connection::reset_fields() {
   state_ = CloseState::kActive;
   timer_deadline_.store(0);
   for (const InboxItem& item : inbox_)
-    if (item.bell_fd >= 0) sys::close(item.bell_fd);
+    for (int fd : {item.bell_fd, item.rehome_fd})
+      if (fd >= 0) sys::close(fd);
   inbox_.clear();
   inbox_nonempty_.store(false);
 }
@@ -266,21 +274,71 @@ void Connection::forget_in_child() {
 // How long a child's call on an inherited connection waits for the parent
 // to let go of it (accept-then-fork servers close their copy at once).
 constexpr int kHandoverWaitMs = 2000;
+// How long the owner waits for the peer's answer to a re-homing request.
+constexpr int kRehomeAnswerMs = 10000;
 
-bool Connection::handed_over() {
+bool Connection::handed_over(bool claim) {
+  using namespace handoff;
   if (handover_seen_.load(std::memory_order_acquire)) return true;
   if (!handoff_) return false;
-  handoff::State s = handoff::wait_while_owned(handoff_, kHandoverWaitMs);
-  if (s != handoff::kRelay && s != handoff::kGone) return false;
-  if (!handover_seen_.exchange(true)) {
-    // Our inherited copies of the readiness pair would keep the stream open
-    // after the parent's relay (or the parent) is gone.
-    for (int* fd : {&app_fd_, &engine_end_}) {
-      if (*fd >= 0) sys::close(*fd);
-      *fd = -1;
+  int64_t deadline = sys::now_ms() + kHandoverWaitMs;
+  for (;;) {
+    auto s = static_cast<State>(handoff_->load(std::memory_order_acquire));
+    int left = static_cast<int>(std::max<int64_t>(deadline - sys::now_ms(), 0));
+    switch (s) {
+      case kOwned:
+      case kOffered:
+        // Our first use claims it: we will own it (re-homing).
+        if (!claim) return false;
+        transition(handoff_, s, kClaimDirect);
+        continue;
+      case kClaimDirect:
+      case kClaimExec:
+      case kAdopting:
+      case kRelayDraining:
+        if (!claim || left == 0 || wait_while(handoff_, {s}, left) == s) return false;  // still someone else's
+        continue;
+      case kRehomed:
+        if (!claim) return false;
+        if (std::atomic<uint32_t>* word = handoff_; transition(word, kRehomed, kAdopting)) {
+          bool ok = adopt_rehomed();  // replaces handoff_ with a word of our own
+          publish(word, ok ? kAdopted : kGone);
+          if (ok) return false;  // ours: not foreign any more
+        }
+        continue;
+      case kAdopted:
+        return false;  // ours now (not foreign any more), or another process's
+      case kRelay:
+        if (transition(handoff_, kRelay, kRelayDraining)) {
+          // The readiness bytes before the relay's marker are not data.
+          int marker[1] = {-1};
+          if (handoff::drain_to_marker(app_fd_, marker, kHandoverWaitMs) > 0) sys::close(marker[0]);
+          publish(handoff_, kRelayReady);
+        }
+        continue;
+      case kRelayReady:
+      case kGone:
+      case kNone:
+        break;
     }
+    if (s == kNone) return false;
+    if (!handover_seen_.exchange(true)) {
+      // Our inherited copies of the readiness pair would keep the stream open
+      // after the parent's relay (or the parent) is gone.
+      for (int* fd : {&app_fd_, &engine_end_}) {
+        if (*fd >= 0) sys::close(*fd);
+        *fd = -1;
+      }
+    }
+    return true;
   }
-  return true;
+}
+
+void Connection::claim_for_exec() {
+  using namespace handoff;
+  if (!handoff_ || handover_seen_.load()) return;
+  for (auto s : {kOwned, kOffered})
+    if (transition(handoff_, s, kClaimExec)) return;
 }
 
 bool Connection::hand_over_locked() {
@@ -289,30 +347,62 @@ bool Connection::hand_over_locked() {
   // The peer closed both ways and nothing is left to read: a child could only
   // read end-of-file and fail to write, which a closed connection gives too.
   if (peer_closed_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) return false;
-  // The peer may write into this socket itself (a doorbell byte, or draining
-  // it for POLLOUT): from here it is the child's byte stream.
-  if (!revoke_peer_bell_locked()) {
-    SMCR_LOG(1, "conn %08x: the peer is still ringing: no handover", local_token_);
-    return false;
-  }
-  // The readiness bytes are ours: none may reach the child as data.
-  drain_readiness_locked();
-  make_writable_locked();
+  // A holder learns of data by the readiness socket from now on: no parking.
+  deferral_ = nullptr;
+  unpark_locked();
   sys::close(app_fd_);
   app_fd_ = -1;
   // Still open elsewhere? With every other copy closed the engine end hangs up.
   pollfd p{engine_end_, 0, 0};
   if (sys::poll(&p, 1, 0) < 0 || (p.revents & POLLHUP)) return false;
+  relayed_ = true;
+  // A holder that already asked for it (its call waits) keeps its claim.
+  handoff::transition(handoff_, handoff::kOwned, handoff::kOffered);
+  if (!handoff::start_handover(this, {engine_end_, tcp_fd_, peer_bell_fd_})) {
+    relayed_ = false;
+    return false;
+  }
+  SMCR_LOG(1, "conn %08x: offered to the forked processes that hold it", local_token_);
+  return true;
+}
+
+bool Connection::holders_gone() {
+  pollfd p{engine_end_, 0, 0};
+  return sys::poll(&p, 1, 0) < 0 || (p.revents & POLLHUP);
+}
+
+void Connection::end_offer() {
+  std::unique_lock<Connection> lock(*this);
+  relayed_ = false;
+  close_for_app_locked(lock, false);
+}
+
+bool Connection::start_relaying(int* child_fd, int* own_fd) {
+  std::lock_guard<Connection> lock(*this);
+  if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0) return false;
   uint32_t unread = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
   if (eof_signalled_ && unread > 0) {
-    // The child's socket already shows end-of-file; these bytes could not
+    // The holders' socket already shows end-of-file; these bytes could not
     // follow it. Close as TCP does with unread data: abortively.
     SMCR_LOG(1, "conn %08x: handover after the peer's EOF with %u unread bytes: aborting", local_token_, unread);
     return false;
   }
-  int child_fd = engine_end_;
+  // The peer may write into this socket itself (a doorbell byte, or draining
+  // it for POLLOUT): from here it is the holders' byte stream.
+  if (!revoke_peer_bell_locked()) {
+    SMCR_LOG(1, "conn %08x: the peer is still ringing: no handover", local_token_);
+    return false;
+  }
+  make_writable_locked();
+  // The holder reads up to this marker first: what is before it is
+  // readiness bytes (ours cannot be drained here: our copy of the app end
+  // is closed). Any descriptor marks it; the holder closes it.
+  int marker[1] = {engine_end_};
+  if (!handoff::send_marker(engine_end_, marker)) return false;
+  *child_fd = engine_end_;
   if (!make_readiness_pair(&app_fd_, &engine_end_)) {
-    engine_end_ = child_fd;
+    engine_end_ = *child_fd;
+    app_fd_ = -1;
     return false;
   }
   wr_filled_ = eof_signalled_ = reset_signalled_ = false;
@@ -320,23 +410,267 @@ bool Connection::hand_over_locked() {
   rd_armed_ = wr_armed_ = false;
   if (unread > 0) ring_readable_locked();
   if (peer_write_closed(state_)) signal_eof_locked();
-  relayed_ = true;
-  if (!handoff::start_relay(this, child_fd, app_fd_, {engine_end_, tcp_fd_, peer_bell_fd_})) {
-    sys::close(child_fd);
-    relayed_ = false;
-    return false;
-  }
+  *own_fd = app_fd_;
   counters().handovers.fetch_add(1, std::memory_order_relaxed);
   SMCR_LOG(1, "conn %08x: handed over to a forked child (relayed)", local_token_);
   handoff::publish(handoff_, handoff::kRelay);
   return true;
 }
 
+// The fields a re-homed connection's new owner takes from the old one: the
+// protocol state (cursors, sequence numbers, close state, what the
+// readiness socket shows). Not the descriptors, locks, references and
+// per-process bindings, which the new owner has or makes itself.
+#define SMCR_HANDOVER_FIELDS(X)                                                                               \
+  X(rx_space_) X(tx_space_) X(send_limit_) X(local_token_) X(peer_token_) X(rx_control_seen_)                \
+  X(rx_urgent_seen_) X(rx_urgent_seen_valid_) X(bell_owed_) X(link_cdcs_unrung_) X(link_seen_prod_)          \
+  X(link_seen_cons_) X(rd_armed_) X(wr_armed_) X(tx_published_prod_) X(tx_published_cons_)                    \
+  X(tx_published_done_) X(tx_bytes_) X(rx_bytes_) X(tx_writes_) X(short_flow_key_) X(rx_prod_) X(rx_cons_)    \
+  X(rx_cons_sent_) X(tx_prod_) X(tx_cons_peer_) X(tx_seq_) X(rx_seq_) X(rx_seq_seen_) X(peer_writer_blocked_) \
+  X(peer_requested_update_) X(tx_window_full_) X(sent_done_) X(sent_close_) X(sent_abort_) X(peer_done_)      \
+  X(peer_closed_) X(aborted_) X(wrote_after_peer_close_) X(reset_reported_) X(tcp_reset_) X(link_dead_)       \
+  X(peer_lost_) X(tcp_gone_) X(shut_rd_) X(released_) X(rd_owed_) X(edge_wanted_) X(edge_mark_) X(wr_filled_) \
+  X(eof_signalled_) X(reset_signalled_) X(eof_deferred_) X(rx_urgent_) X(rx_urgent_mark_) X(rx_urgent_byte_)  \
+  X(oob_inline_) X(priority_raised_) X(tx_urgent_) X(app_has_read_) X(state_)
+
+struct Connection::HandoverSnapshot {
+  uint32_t magic;
+#define SMCR_FIELD(f) decltype(Connection::f) f;
+  SMCR_HANDOVER_FIELDS(SMCR_FIELD)
+#undef SMCR_FIELD
+  int64_t timer_deadline;
+  int8_t tcp_cork, tcp_nodelay;
+};
+constexpr uint32_t kSnapshotMagic = 0x534d4348;  // "SMCH"
+
+void Connection::save_snapshot_locked(HandoverSnapshot* s) const {
+  static_assert(std::is_trivially_copyable_v<HandoverSnapshot>);
+  static_assert(sizeof(HandoverSnapshot) <= handoff::kSnapshotBytes);
+  s->magic = kSnapshotMagic;
+#define SMCR_SAVE(f) s->f = f;
+  SMCR_HANDOVER_FIELDS(SMCR_SAVE)
+#undef SMCR_SAVE
+  s->timer_deadline = timer_deadline_.load();
+  s->tcp_cork = tcp_cork_.load();
+  s->tcp_nodelay = tcp_nodelay_.load();
+}
+
+void Connection::load_snapshot(const HandoverSnapshot& s) {
+#define SMCR_LOAD(f) f = s.f;
+  SMCR_HANDOVER_FIELDS(SMCR_LOAD)
+#undef SMCR_LOAD
+  timer_deadline_.store(s.timer_deadline);
+  tcp_cork_.store(s.tcp_cork);
+  tcp_nodelay_.store(s.tcp_nodelay);
+}
+
+bool Connection::rehome_to_child() {
+  std::unique_lock<Connection> lock(*this);
+  auto refused = [this](const char* why) {
+    SMCR_LOG(1, "conn %08x: not re-homed (%s): relayed instead", local_token_, why);
+    return false;
+  };
+  if (!group_ || !group_->shm() || group_->link_slots() != 1 || !rx_control_ || !link_)
+    return refused("not on the shared-memory fabric");
+  if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0 || tcp_fd_ < 0)
+    return refused("the connection has ended");
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return refused("no socket pair");
+  timeval tv{10, 0};
+  for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int peer_end = sys::hide_fd(sv[0]);
+  int holder_end = sys::hide_fd(sv[1]);
+  // Held meanwhile: the peer's CDCs that come before its answer wait in the
+  // inbox and are processed below, before the state is written down.
+  handoff::Rehome ask;
+  ask.receiver_token = peer_token_;
+  ask.sender_token = local_token_;
+  bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
+  sys::close(peer_end);
+  if (!moved) {
+    sys::close(holder_end);
+    if (!group_->failed()) return refused("the peer did not move it");
+    return refused("the link failed");
+  }
+  // From the peer's answer on, its messages for the connection go to the
+  // new link; those before it were delivered here first.
+  drain_inbox_locked();
+  pull_cdc_locked();
+  save_snapshot_locked(static_cast<HandoverSnapshot*>(handoff::snapshot_area(handoff_)));
+  int fds[2] = {holder_end, peer_bell_fd_};
+  bool sent = handoff::send_marker(engine_end_, std::span<const int>(fds, peer_bell_fd_ >= 0 ? 2 : 1));
+  sys::close(holder_end);
+  if (!sent) {
+    // The peer now writes to a link nobody reads: the connection is lost.
+    SMCR_LOG(1, "conn %08x: the holder cannot be given the connection: resetting it", local_token_);
+    apply_close_event_locked(CloseEvent::kAppAbort);
+    lock.unlock();
+    end_offer();
+    return true;
+  }
+  handoff::publish(handoff_, handoff::kRehomed);
+  counters().rehomed.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: re-homed to a forked child (its own link, no relay)", local_token_);
+  // Forgotten here without a word to the peer: the holder has every
+  // descriptor and mapping, and the peer its new link.
+  Engine::get().unwatch_tcp(this);
+  for (int* fd : {&tcp_fd_, &engine_end_, &peer_bell_fd_}) {
+    if (*fd >= 0) sys::close(*fd);
+    *fd = -1;
+  }
+  released_ = app_closed_ = true;
+  state_ = CloseState::kClosed;
+  timer_deadline_.store(0);
+  rx_control_ = nullptr;
+  group_->free_rmbs(&rmb_on_, &peer_rmb_on_, false);  // our mappings only: no DELETE RKEY
+  rmb_ = LocalRmb{};
+  handoff::retire_state(handoff_);
+  handoff_ = nullptr;
+  LinkGroup* g = group_;
+  group_ = nullptr;
+  link_ = nullptr;
+  g->remove_connection(local_token_);
+  lock.unlock();
+  unref();  // the fd table's reference, which the handover thread held
+  return true;
+}
+
+bool Connection::adopt_rehomed() {
+  // Only this thread touches the object now: the word says kAdopting, and
+  // other threads of this process wait for it. The locks are the parent's
+  // copies from the fork (one may have been held then): made afresh.
+  new (&mu_) std::mutex();
+  new (&inbox_mu_) std::mutex();
+  inbox_.clear();
+  inbox_nonempty_.store(false);
+  std::atomic<uint32_t>* old_word = handoff_;
+  const auto* snap = static_cast<const HandoverSnapshot*>(handoff::snapshot_area(old_word));
+  int fds[2] = {-1, -1};
+  int n = handoff::drain_to_marker(app_fd_, fds, kHandoverWaitMs);
+  if (n < 1 || snap->magic != kSnapshotMagic || !group_) {
+    for (int fd : fds)
+      if (fd >= 0) sys::close(fd);
+    SMCR_LOG(1, "conn %08x: the re-homed connection did not arrive: resetting the socket", local_token_);
+    if (engine_end_ >= 0) sys::shutdown(engine_end_, SHUT_RDWR);
+    return false;
+  }
+  // Written before the word said kRehomed, and never again.
+  load_snapshot(*snap);
+  // Our copy of the peer's bell (if the parent had it at the fork) is
+  // replaced by the one that came with the marker.
+  if (peer_bell_fd_ >= 0) sys::close(peer_bell_fd_);
+  peer_bell_fd_ = n >= 2 ? sys::hide_fd(fds[1]) : -1;
+  LinkGroup* fresh = LinkGroup::make_rehomed(*group_, std::make_unique<ShmLink>(sys::hide_fd(fds[0])));
+  group_ = fresh;
+  link_ = fresh->link_at(0);
+  slot_ = 0;
+  unacked_head_ = unacked_count_ = 0;
+  tx_seq_acked_ = tx_seq_;
+  deferral_ = nullptr;
+  deferral_key_ = -1;
+  parked_ = in_reader_ = false;
+  readers_asleep_ = 0;
+  spin_backoff_.reset();
+  relayed_ = false;
+  handover_seen_.store(false);
+  int fl = sys::fcntl(app_fd_, F_GETFL);
+  nonblocking_ = fl >= 0 && (fl & O_NONBLOCK);
+  for (bool receive : {true, false}) {
+    timeval tv{};
+    socklen_t len = sizeof tv;
+    int ms = -1;
+    if (sys::getsockopt(tcp_fd_, SOL_SOCKET, receive ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) == 0 &&
+        (tv.tv_sec || tv.tv_usec))
+      ms = static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+    (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
+  }
+  handoff_ = handoff::alloc_state();
+  forks_at_create_ = handoff::forks_made();
+  owner_generation_ = process_generation();
+  ref();  // the new group's
+  fresh->add_connection(local_token_, this);
+  LinkGroup::register_group(fresh);
+  Engine::get().add_group(fresh);
+  Engine::get().watch_tcp(this, tcp_fd_);
+  if (timer_deadline_.load() != 0) Engine::get().arm_timer(this);
+  {
+    std::lock_guard<Connection> lock(*this);
+    // What the readiness socket holds now is ours to settle: the parent's
+    // doorbell bytes (drained above, up to the marker) and any that came
+    // after. A ring the peer claimed may still be on its way.
+    drain_readiness_locked();
+    if (rd_armed_ && rx_control_ && !(cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed)) {
+      int64_t give_up = sys::now_ms() + 100;
+      while (cdcmem::ringing(rx_control_).load() != 0 && sys::now_ms() < give_up) sched_yield();
+      drain_readiness_locked();
+    }
+    rd_armed_ = false;
+    rd_owed_ = 0;
+    cdcmem::disarm(rx_control_, cdcmem::Want::kData);
+    pull_cdc_locked();
+    settle_readable_locked();
+    if (peer_write_closed(state_) && !eof_deferred_) signal_eof_locked();
+  }
+  counters().adopted.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: taken over from the parent process", local_token_);
+  return true;
+}
+
+void Connection::on_rehome_request(int fd, uint32_t peer_token) {
+  InboxItem item;
+  item.rehome_fd = fd;
+  item.rehome_token = peer_token;
+  park(item);
+}
+
+void Connection::rehome_peer_locked(int fd, uint32_t peer_token) {
+  handoff::Rehome answer;
+  answer.receiver_token = peer_token_;
+  answer.sender_token = local_token_;
+  answer.reply = true;
+  LinkGroup* old = group_;
+  Link* old_link = link_;
+  LinkGroup* fresh = nullptr;
+  if (old && old_link && !released_ && peer_token == peer_token_ && rx_control_ && old->shm() &&
+      old->link_slots() == 1) {
+    // The old group keeps a hold until our answer is posted on its link.
+    fresh = old->rehome_connection(local_token_, std::make_unique<ShmLink>(sys::hide_fd(fd)),
+                                   peer_rmb_on_[static_cast<size_t>(slot_)]);
+    fd = -1;
+  }
+  if (fd >= 0) sys::close(fd);
+  if (!fresh) {
+    answer.negative = true;
+    if (old_link) old_link->post_message(handoff::encode_rehome(answer));
+    SMCR_LOG(1, "conn %08x: the peer's request to move the connection refused", local_token_);
+    return;
+  }
+  group_ = fresh;
+  link_ = fresh->link_at(0);
+  slot_ = 0;
+  unacked_head_ = unacked_count_ = 0;
+  tx_seq_acked_ = tx_seq_;
+  // Held: nothing of ours for this connection is posted on the old link
+  // after the answer.
+  old_link->post_message(handoff::encode_rehome(answer));
+  old->release_hold();
+  Engine::get().add_group(fresh);
+  counters().rehomed_peer.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: moved to the peer's new link (its connection changed process)", local_token_);
+}
+
 void Connection::process_exit() {
   // Before the lock: a forked child must not even take it (see foreign()).
   if (foreign()) return;
   std::lock_guard<Connection> lock(*this);
-  if (app_closed_ || released_) return;
+  if (app_closed_ || released_ || relayed_) return;
+  // A forked child still holds it: it lives on there (re-homed at exit,
+  // handoff::finish_offers_at_exit), as the TCP socket's file would.
+  if (handoff_ && forks_at_create_ != handoff::forks_made()) {
+    ref();  // for the handover thread; the fd table keeps its own
+    if (hand_over_locked()) return;
+    unref();
+  }
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
@@ -1320,7 +1654,11 @@ void Connection::app_close(bool abortive) {
   // (even with SO_LINGER 0: only the last close resets).
   if (!app_closed_ && !relayed_ && handoff_ && forks_at_create_ != handoff::forks_made() && !foreign() &&
       hand_over_locked())
-    return;  // the relay thread owns the fd table's reference now
+    return;  // the handover thread owns the fd table's reference now
+  close_for_app_locked(lock, abortive);
+}
+
+void Connection::close_for_app_locked(std::unique_lock<Connection>& lock, bool abortive) {
   if (!app_closed_) {
     app_closed_ = true;
     if (short_flow_key_)
@@ -1450,6 +1788,8 @@ void Connection::drain_inbox_locked() {
 void Connection::process_item_locked(const InboxItem& item) {
   if (item.bell_fd >= 0) {
     take_peer_bell_locked(item.bell_fd);
+  } else if (item.rehome_fd >= 0) {
+    rehome_peer_locked(item.rehome_fd, item.rehome_token);
   } else if (item.down_slot == kAllLinks) {
     link_dead_ = true;
     peer_lost_locked("link failed");

@@ -115,7 +115,33 @@ class Connection {
   // In a forked child: true once the owner has handed the connection over
   // (core/handoff.h), waiting a moment while it still holds it; the child's
   // descriptor is then a plain stream socket to the owner's relay.
-  bool handed_over();
+  // `claim`: the caller uses the stream (a data call): an inherited
+  // connection its owner let go of (or will) becomes ours (re-homed) or
+  // relayed, waiting for that up to a moment; without, nothing is waited
+  // for or claimed.
+  bool handed_over(bool claim);
+  // In a child about to exec: its descriptors that survive must be relayed
+  // (the new program cannot map the RMBs): claims that before waiting.
+  void claim_for_exec();
+
+  // --- handover to forked children, owner side (core/handoff.h) ---
+  std::atomic<uint32_t>* handoff_word() const { return handoff_; }
+  // Offered: every other holder of the application's socket has closed it.
+  bool holders_gone();
+  // Offered and never to be claimed (or no longer usable): closed as the
+  // application's close would have.
+  void end_offer();
+  // A holder claimed it: asks the peer to move it to a new link whose other
+  // end goes to the holder with the connection's state, and forgets it.
+  // False when it cannot be (not shm, the peer refuses): relay it instead.
+  bool rehome_to_child();
+  // Turns the readiness socket the holders share into a byte stream for a
+  // relay: *child_fd our end of it, *own_fd the connection's new app end.
+  bool start_relaying(int* child_fd, int* own_fd);
+  std::array<int, 3> held_fds() const { return {engine_end_, tcp_fd_, peer_bell_fd_}; }
+  // Engine thread: the peer asks to move this connection to the link whose
+  // end `fd` came with its request; `peer_token` is its name for it.
+  void on_rehome_request(int fd, uint32_t peer_token);
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -230,6 +256,8 @@ class Connection {
     cdc::Message cdc;
     int down_slot = -1;
     int bell_fd = -1;  // the peer's readiness socket (set_peer_bell)
+    int rehome_fd = -1;  // on_rehome_request's link end
+    uint32_t rehome_token = 0;
   };
   static constexpr int kAllLinks = 1000;
   void park(const InboxItem& item);
@@ -314,8 +342,19 @@ class Connection {
   void raise_priority_locked();
   void lower_priority_locked();
   // The owner closed its last descriptor while a forked child may hold the
-  // application's socket: relay to it instead of closing (core/handoff.h).
+  // application's socket: offer it to the holders instead of closing
+  // (core/handoff.h).
   bool hand_over_locked();
+  // The application's close once no handover takes the connection.
+  void close_for_app_locked(std::unique_lock<Connection>& lock, bool abortive);
+  // Peer side of a re-homing: moves to the link `fd` and answers.
+  void rehome_peer_locked(int fd, uint32_t peer_token);
+  // Child side: takes the re-homed connection (the word says kAdopting).
+  bool adopt_rehomed();
+  // The fields a re-homed connection's new owner takes from the old one.
+  struct HandoverSnapshot;
+  void save_snapshot_locked(HandoverSnapshot* s) const;
+  void load_snapshot(const HandoverSnapshot& s);
   // Free room in the peer's RMBE within our send limit, and that window's size.
   uint32_t send_space_locked() const;
   uint32_t send_window_locked() const;
@@ -325,7 +364,7 @@ class Connection {
   uint64_t owner_generation_ = 0;  // process_generation() of the process that made it
   uint64_t forks_at_create_ = 0;   // handoff::forks_made() when it was made
   std::atomic<uint32_t>* handoff_ = nullptr;  // shared with forked children
-  bool relayed_ = false;           // owner side: a relay thread carries it for a child
+  bool relayed_ = false;           // owner side: offered, re-homed or relayed (the handover thread holds it)
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   bool linger_abort_ = false;
   std::mutex mu_;

@@ -10,7 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <span>
@@ -24,20 +26,34 @@ namespace smcr::handoff {
 
 namespace {
 
-// One shared region per process: a word per live connection. Pages are
-// touched only as connections use them.
+// One shared region per process: a slot per live connection (its word, and
+// room for its state when it is re-homed). Pages are touched only as
+// connections use them.
 constexpr size_t kSlots = 16384;
 
+struct alignas(64) Slot {
+  std::atomic<uint32_t> word;
+  uint32_t unused;
+  unsigned char snapshot[kSnapshotBytes];
+};
+static_assert(offsetof(Slot, word) == 0);
+
 struct Region {
-  std::atomic<uint32_t>* base = nullptr;
+  Slot* base = nullptr;
   uint64_t generation = 0;  // process_generation() of the process that mapped it
   size_t next = 0;
   std::vector<uint32_t> free;
+  std::vector<uint32_t> retired;  // re-homed: free once a holder took them
 };
+
+Slot* slot_of(std::atomic<uint32_t>* s) { return reinterpret_cast<Slot*>(s); }
 
 std::mutex g_mu;
 Region g_region;
 std::atomic<uint64_t> g_forks{0};
+// Offers waiting for a claim (their words), and whether the process exits.
+std::vector<std::atomic<uint32_t>*> g_offers;
+std::atomic<bool> g_exiting{false};
 
 // The descriptors of the relays running in this process (under g_mu). An
 // accept-then-fork server forks again while earlier children are relayed
@@ -62,6 +78,8 @@ void close_relayed_in_child() {
     if (sys::fstat(h.fd, &st) == 0 && st.st_dev == h.dev && st.st_ino == h.ino) sys::close(h.fd);
   }
   g_held.clear();  // no relay runs here: threads do not survive fork
+  g_offers.clear();
+  g_exiting.store(false);
 }
 
 // The lock is held across fork so a child never inherits it taken.
@@ -86,6 +104,15 @@ uint64_t note_held(std::span<const int> fds) {
   return id;
 }
 
+// Adds descriptors to what relay `id` holds.
+void note_held_as(uint64_t id, std::span<const int> fds) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (int fd : fds) {
+    struct stat st;
+    if (fd >= 0 && sys::fstat(fd, &st) == 0) g_held.push_back({id, fd, st.st_dev, st.st_ino});
+  }
+}
+
 // Before the relay's descriptors close: a later child has nothing to close.
 void forget_held(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -103,30 +130,56 @@ std::atomic<uint32_t>* alloc_state() {
   if (!g_region.base || g_region.generation != process_generation()) {
     // A forked child keeps its parent's region mapped (its inherited
     // connections' words live there) and allocates from a region of its own.
-    void* p = ::mmap(nullptr, kSlots * sizeof(uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* p = ::mmap(nullptr, kSlots * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    g_region.base = static_cast<std::atomic<uint32_t>*>(p);
+    g_region.base = static_cast<Slot*>(p);
     g_region.generation = process_generation();
     g_region.next = 0;
     g_region.free.clear();
+    g_region.retired.clear();
+  }
+  if (g_region.free.empty() && g_region.next >= kSlots) {
+    // Words of re-homed connections come back once their new owner has them.
+    std::erase_if(g_region.retired, [](uint32_t i) {
+      uint32_t v = g_region.base[i].word.load(std::memory_order_acquire);
+      if (v != kAdopted && v != kGone) return false;
+      g_region.free.push_back(i);
+      return true;
+    });
   }
   std::atomic<uint32_t>* s = nullptr;
   if (!g_region.free.empty()) {
-    s = g_region.base + g_region.free.back();
+    s = &g_region.base[g_region.free.back()].word;
     g_region.free.pop_back();
   } else if (g_region.next < kSlots) {
-    s = g_region.base + g_region.next++;
+    s = &g_region.base[g_region.next++].word;
   }
   if (s) s->store(kOwned, std::memory_order_release);
   return s;
 }
 
+namespace {
+std::optional<uint32_t> index_of(std::atomic<uint32_t>* s) {
+  Slot* slot = slot_of(s);
+  if (g_region.generation != process_generation() || slot < g_region.base || slot >= g_region.base + kSlots)
+    return std::nullopt;
+  return static_cast<uint32_t>(slot - g_region.base);
+}
+}  // namespace
+
 void free_state(std::atomic<uint32_t>* s) {
   if (!s) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_region.generation != process_generation() || s < g_region.base || s >= g_region.base + kSlots) return;
-  g_region.free.push_back(static_cast<uint32_t>(s - g_region.base));
+  if (auto i = index_of(s)) g_region.free.push_back(*i);
 }
+
+void retire_state(std::atomic<uint32_t>* s) {
+  if (!s) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (auto i = index_of(s)) g_region.retired.push_back(*i);
+}
+
+void* snapshot_area(std::atomic<uint32_t>* s) { return slot_of(s)->snapshot; }
 
 void publish(std::atomic<uint32_t>* s, State v) {
   if (!s) return;
@@ -134,17 +187,115 @@ void publish(std::atomic<uint32_t>* s, State v) {
   futex(s, FUTEX_WAKE, INT32_MAX, nullptr);  // shared memory: not FUTEX_PRIVATE
 }
 
-State wait_while_owned(std::atomic<uint32_t>* s, int timeout_ms) {
+bool transition(std::atomic<uint32_t>* s, State from, State to) {
+  if (!s) return false;
+  uint32_t expected = from;
+  if (!s->compare_exchange_strong(expected, to, std::memory_order_acq_rel)) return false;
+  futex(s, FUTEX_WAKE, INT32_MAX, nullptr);
+  return true;
+}
+
+State wait_while(std::atomic<uint32_t>* s, std::initializer_list<State> states, int timeout_ms) {
   if (!s) return kNone;
   int64_t deadline = sys::now_ms() + timeout_ms;
   for (;;) {
     uint32_t v = s->load(std::memory_order_acquire);
-    if (v != kOwned) return static_cast<State>(v);
+    if (std::find(states.begin(), states.end(), static_cast<State>(v)) == states.end()) return static_cast<State>(v);
     int64_t left = deadline - sys::now_ms();
-    if (left <= 0) return kOwned;
+    if (left <= 0) return static_cast<State>(v);
     timespec ts{static_cast<time_t>(left / 1000), static_cast<long>((left % 1000) * 1000000)};
-    futex(s, FUTEX_WAIT, kOwned, &ts);
+    futex(s, FUTEX_WAIT, v, &ts);
   }
+}
+
+bool send_marker(int engine_end, std::span<const int> fds) {
+  char byte = 'H';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  if (fds.empty() || fds.size() > 4) return false;
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* h = CMSG_FIRSTHDR(&m);
+  h->cmsg_level = SOL_SOCKET;
+  h->cmsg_type = SCM_RIGHTS;
+  h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
+  for (;;) {
+    ssize_t n = ::sendmsg(engine_end, &m, MSG_NOSIGNAL);
+    if (n == 1) return true;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{engine_end, POLLOUT, 0};
+      if (sys::poll(&p, 1, 1000) > 0) continue;
+    }
+    return false;
+  }
+}
+
+int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms) {
+  int64_t deadline = sys::now_ms() + timeout_ms;
+  char junk[256];
+  for (;;) {
+    iovec iov{junk, sizeof junk};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(app_end, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n > 0) {
+      int got = -1;
+      for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        got = 0;
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+          if (static_cast<size_t>(got) < fds.size()) fds[static_cast<size_t>(got++)] = fd;
+          else sys::close(fd);
+        }
+      }
+      if (got >= 0) return got;
+      continue;  // readiness bytes before the marker
+    }
+    if (n == 0) return -1;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    int64_t left = deadline - sys::now_ms();
+    if (left <= 0) return -1;
+    pollfd p{app_end, POLLIN, 0};
+    sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+}
+
+std::array<uint8_t, 44> encode_rehome(const Rehome& r) {
+  std::array<uint8_t, 44> m{};
+  m[0] = kRehomeMessageType;
+  m[1] = 44;
+  m[2] = static_cast<uint8_t>((r.reply ? 0x80 : 0) | (r.negative ? 0x40 : 0));
+  for (int i = 0; i < 4; ++i) {
+    m[4 + i] = static_cast<uint8_t>(r.receiver_token >> (24 - 8 * i));
+    m[8 + i] = static_cast<uint8_t>(r.sender_token >> (24 - 8 * i));
+  }
+  return m;
+}
+
+std::optional<Rehome> decode_rehome(std::span<const uint8_t> msg) {
+  if (msg.size() != 44 || msg[0] != kRehomeMessageType || msg[1] != 44 || (msg[2] & 0x3f) != 0) return std::nullopt;
+  Rehome r;
+  r.reply = msg[2] & 0x80;
+  r.negative = msg[2] & 0x40;
+  if (r.negative && !r.reply) return std::nullopt;
+  for (int i = 0; i < 4; ++i) {
+    r.receiver_token = r.receiver_token << 8 | msg[4 + i];
+    r.sender_token = r.sender_token << 8 | msg[8 + i];
+  }
+  return r;
 }
 
 uint64_t forks_made() { return g_forks.load(std::memory_order_relaxed); }
@@ -247,35 +398,119 @@ void relay(const RelayArgs& a) {
 
 }  // namespace
 
-bool start_relay(Connection* c, int child_fd, int own_fd, std::initializer_list<int> also_held) {
-  auto* args = new RelayArgs{c, child_fd, own_fd};
-  std::vector<int> held{child_fd, own_fd};
-  held.insert(held.end(), also_held.begin(), also_held.end());
-  args->held = note_held(held);
+namespace {
+
+struct HandoverArgs {
+  Connection* conn;
+  uint64_t held = 0;  // note_held()'s id
+};
+
+void forget_offer(std::atomic<uint32_t>* w) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::erase(g_offers, w);
+}
+
+// How often an offer nobody claims checks whether its holders are gone.
+constexpr int kOfferCheckMs = 50;
+
+void handover(const HandoverArgs& a) {
+  Connection* c = a.conn;
+  std::atomic<uint32_t>* w = c->handoff_word();
+  for (;;) {
+    uint32_t v = w->load(std::memory_order_acquire);
+    if (v == kOffered) {
+      if (g_exiting.load()) {
+        transition(w, kOffered, kClaimDirect);
+        continue;
+      }
+      if (c->holders_gone()) {
+        forget_offer(w);
+        forget_held(a.held);
+        SMCR_LOG(1, "conn %08x: every holder closed it unclaimed", c->local_token());
+        c->end_offer();
+        return;
+      }
+      timespec ts{0, kOfferCheckMs * 1000000L};
+      futex(w, FUTEX_WAIT, kOffered, &ts);
+      continue;
+    }
+    forget_offer(w);
+    if (v == kClaimDirect && c->rehome_to_child()) {
+      forget_held(a.held);
+      return;
+    }
+    RelayArgs r{c, -1, -1};
+    if (!c->start_relaying(&r.child_fd, &r.own_fd)) {
+      forget_held(a.held);
+      c->end_offer();
+      return;
+    }
+    forget_held(a.held);
+    int also[] = {r.child_fd, r.own_fd};
+    r.held = note_held(also);
+    auto more = c->held_fds();
+    note_held_as(r.held, more);
+    relay(r);
+    return;
+  }
+}
+
+}  // namespace
+
+bool start_handover(Connection* c, std::initializer_list<int> held) {
+  auto* args = new HandoverArgs{c};
+  std::vector<int> fds(held);
+  args->held = note_held(fds);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_offers.push_back(c->handoff_word());
+  }
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
-  // Like the engine, the relay takes no signals meant for the application.
+  // Like the engine, the thread takes no signals meant for the application.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
   int rc = pthread_create(&t, &attr, [](void* p) -> void* {
-    RelayArgs args = *static_cast<RelayArgs*>(p);
-    delete static_cast<RelayArgs*>(p);
-    relay(args);
+    HandoverArgs args = *static_cast<HandoverArgs*>(p);
+    delete static_cast<HandoverArgs*>(p);
+    handover(args);
     return nullptr;
   }, args);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
+    forget_offer(c->handoff_word());
     forget_held(args->held);
     delete args;
     return false;
   }
-  pthread_setname_np(t, "smcr-relay");
+  pthread_setname_np(t, "smcr-handover");
   return true;
+}
+
+void finish_offers_at_exit(int timeout_ms) {
+  std::vector<std::atomic<uint32_t>*> offers;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_offers.empty()) return;
+    offers = g_offers;
+  }
+  g_exiting.store(true);
+  for (auto* w : offers) futex(w, FUTEX_WAKE, INT32_MAX, nullptr);
+  int64_t deadline = sys::now_ms() + timeout_ms;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (g_offers.empty()) return;
+    }
+    if (sys::now_ms() > deadline) return;
+    struct timespec ts{0, 2 * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
 }
 
 }  // namespace smcr::handoff

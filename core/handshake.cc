@@ -386,6 +386,11 @@ struct FabricSetup {
 
 bool same_id(const clc::Gid& a, const clc::Gid& b) { return a == b; }
 
+bool local_address(int fd, sockaddr_storage* ss) {
+  socklen_t len = sizeof *ss;
+  return sys::getsockname(fd, reinterpret_cast<sockaddr*>(ss), &len) == 0;
+}
+
 #ifdef SMCR_HAVE_VERBS
 enum class FabricPreference { kAuto, kShm, kVerbs };
 
@@ -402,11 +407,6 @@ FabricPreference fabric_preference() {
     return FabricPreference::kAuto;
   }();
   return pref;
-}
-
-bool local_address(int fd, sockaddr_storage* ss) {
-  socklen_t len = sizeof *ss;
-  return sys::getsockname(fd, reinterpret_cast<sockaddr*>(ss), &len) == 0;
 }
 
 // Is the TCP peer a process of this host (loopback, or one of our addresses)?

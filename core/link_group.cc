@@ -13,6 +13,8 @@
 #include "core/connection.h"
 #include "core/engine.h"
 #include "core/env.h"
+#include "core/fabric_shm.h"
+#include "core/handoff.h"
 #include "core/llc.h"
 #include "core/log.h"
 #include "core/sys.h"
@@ -162,7 +164,7 @@ std::string LinkGroup::describe_all() {
 LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm ||
+    if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm || g->rehomed_ ||
         g->owner_generation_ != process_generation())
       continue;
     std::lock_guard<std::mutex> glock(g->mu_);
@@ -186,7 +188,8 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
                                          uint32_t qpn) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (g->role_ != Role::kClient || g->peer_ != server || g->owner_generation_ != process_generation()) continue;
+    if (g->role_ != Role::kClient || g->peer_ != server || g->rehomed_ || g->owner_generation_ != process_generation())
+      continue;
     bool names_a_link = false;
     for (int i = 0; i < g->link_slots(); ++i) {
       const LinkIdentity& r = g->links_[static_cast<size_t>(i)].remote;
@@ -211,7 +214,7 @@ int64_t LinkGroup::linger_ms() {
 void LinkGroup::maybe_retire_locked() {
   if (users_ > 0 || retired_) return;
   if (role_ == Role::kClient && !failed_) return;  // the server ends the group
-  if (!failed_ && linger_ms() > 0) {
+  if (!failed_ && linger_ms() > 0 && !rehomed_) {
     if (idle_since_ms_ == 0) idle_since_ms_ = std::max<int64_t>(sys::now_ms(), 1);
     return;
   }
@@ -249,6 +252,42 @@ void LinkGroup::release_hold() {
     now_retired = retired_ && !was;
   }
   if (now_retired) retire(this);
+}
+
+static bool names(const PeerRmbTokens& t, const RemoteRmb& m);
+
+LinkGroup* LinkGroup::make_rehomed(const LinkGroup& like, std::unique_ptr<Link> link) {
+  int slot = like.primary_slot();
+  const GroupLink& l = like.links_[static_cast<size_t>(slot)];
+  auto* g = new LinkGroup(like.role_, like.peer_, std::move(link), l.num, l.local, l.remote);
+  g->rehomed_ = true;
+  return g;
+}
+
+LinkGroup* LinkGroup::rehome_connection(uint32_t token, std::unique_ptr<Link> link, const RemoteRmb& peer_view) {
+  LinkGroup* fresh = make_rehomed(*this, std::move(link));
+  {
+    std::scoped_lock lock(mu_, fresh->mu_);
+    auto conn = conns_.find(token);
+    // The mapping the connection writes into goes with it: the group's, and
+    // used by this connection alone (a mapping shared with an ending
+    // connection would be unmapped under one of them).
+    auto rmb = std::find_if(peer_rmbs_.begin(), peer_rmbs_.end(), [&](const PeerRmb& r) {
+      return names(r.tokens, peer_view) && r.mapped.addr == peer_view.addr;
+    });
+    if (failed_ || retired_ || conn == conns_.end() || rmb == peer_rmbs_.end() || rmb->users != 1) {
+      delete fresh;  // closes the link's end
+      return nullptr;
+    }
+    fresh->peer_rmbs_.push_back(*rmb);
+    peer_rmbs_.erase(rmb);
+    fresh->conns_[token] = conn->second;  // with the group's reference
+    ++fresh->users_;
+    conns_.erase(conn);
+    // users_ is not decremented: it is the caller's hold now.
+  }
+  register_group(fresh);
+  return fresh;
 }
 
 size_t LinkGroup::connection_count() {
@@ -518,6 +557,38 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
   if (msg.size() != kLinkMessageLen) {
     SMCR_LOG(1, "link: %zu-byte message (want 44): link down", msg.size());
     on_link_failure(slot);
+    return;
+  }
+  if (auto r = handoff::decode_rehome(msg); r && shm()) {
+    // A connection's move to another process of the peer (core/handoff.h).
+    int fd = links_[static_cast<size_t>(slot)].link->take_attached_fd();
+    if (r->reply) {
+      if (fd >= 0) sys::close(fd);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (exchange_type_ == handoff::kRehomeMessageType) {
+        exchange_ok_ = !r->negative;
+        exchange_done_ = true;
+        exchange_cv_.notify_all();
+      }
+      return;
+    }
+    Connection* c = nullptr;
+    if (fd >= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = conns_.find(r->receiver_token);
+      if (it != conns_.end() && it->second->try_ref()) c = it->second;
+    }
+    if (!c) {
+      if (fd >= 0) sys::close(fd);
+      handoff::Rehome no;
+      no.receiver_token = r->sender_token;
+      no.sender_token = r->receiver_token;
+      no.reply = no.negative = true;
+      post_llc(slot, handoff::encode_rehome(no));
+      return;
+    }
+    c->on_rehome_request(fd, r->sender_token);
+    c->unref();
     return;
   }
   if (auto token = cdcmem::decode_bell(msg); token && shm()) {

@@ -86,6 +86,18 @@ class LinkGroup {
                                        uint32_t qpn);
   // Drops a handshake's hold; the group may end when nothing else uses it.
   void release_hold();
+
+  // Re-homing (core/handoff.h), shm only. A group for one connection that
+  // changed process, on its own link: never found for a subsequent contact,
+  // and it ends with that connection. `like` is the group it came from (in a
+  // forked child: the parent's, as copied by fork).
+  static LinkGroup* make_rehomed(const LinkGroup& like, std::unique_ptr<Link> link);
+  // Peer side: moves connection `token` (and our mapping of the peer's RMB
+  // it uses, `peer_view`) to a new group on `link`; returns it registered,
+  // or null (nothing moved) when the connection cannot move. This group
+  // keeps a hold for the caller to release (release_hold) once its answer
+  // is posted on our link.
+  LinkGroup* rehome_connection(uint32_t token, std::unique_ptr<Link> link, const RemoteRmb& peer_view);
   size_t connection_count();
 
   // A subsequent contact's peer may send data as soon as it has sent (client)
@@ -209,6 +221,7 @@ class LinkGroup {
   std::map<uint32_t, Connection*> conns_;
   std::atomic<bool> failed_{false};
   bool retired_ = false;
+  bool rehomed_ = false;  // make_rehomed: one connection, no subsequent contacts
   int users_ = 0;  // connections + handshake holds
   std::vector<PeerRmb> peer_rmbs_;  // announced or in use, until DELETE RKEY
   std::vector<std::array<LocalRmb, kMaxGroupLinks>> rmb_pool_;  // ours, idle, still known to the peer

@@ -188,6 +188,9 @@ std::string format_counters() {
   put("clc_abandoned", c.clc_abandoned.load());
   put("aborts", c.aborts.load());
   put("handovers", c.handovers.load());
+  put("rehomed", c.rehomed.load());
+  put("adopted", c.adopted.load());
+  put("rehomed_peer", c.rehomed_peer.load());
   put("link_send_errors", c.link_send_errors.load());
   put("last_link_send_errno", static_cast<uint64_t>(c.last_link_send_errno.load()));
   put("protocol_violations", c.protocol_violations.load());

@@ -67,6 +67,9 @@ struct Counters {
   std::atomic<uint64_t> clc_abandoned{0};  // handshakes on a thread whose application closed the fd first (not a fallback)
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
+  std::atomic<uint64_t> rehomed{0};       // connections given to a forked child with a link of its own
+  std::atomic<uint64_t> adopted{0};       // connections taken from the parent process that way
+  std::atomic<uint64_t> rehomed_peer{0};  // connections the peer moved to another of its processes
   std::atomic<uint64_t> link_send_errors{0};
   std::atomic<int> last_link_send_errno{0};
   std::atomic<uint64_t> protocol_violations{0};

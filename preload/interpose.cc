@@ -36,6 +36,7 @@
 
 #include "bpf/option.h"
 #include "core/connection.h"
+#include "core/handoff.h"
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/handshake.h"
@@ -166,7 +167,10 @@ void await_inline_clc(int fd) {
 struct ConnRef {
   Connection* c;
   int refused = 0;
-  explicit ConnRef(int fd, int io_flags = kNotIo) : c(fd_table().get(fd)) {
+  // `claim`: a call that uses the connection's stream (every data call:
+  // io_flags given) claims an inherited connection its owner has let go
+  // of, and waits for it (core/handoff.h); others leave it where it is.
+  explicit ConnRef(int fd, int io_flags = kNotIo, bool claim = false) : c(fd_table().get(fd)) {
     if (!c) {
       uint8_t kind = fd_table().kind(fd);
       if (kind == smcr::preload::kFdTcp && (fd_table().flags(fd) & smcr::preload::kFdClcInline)) {
@@ -177,7 +181,7 @@ struct ConnRef {
       if (!c && kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
       else if (!c && kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
     }
-    if (c && c->foreign() && c->handed_over()) {
+    if (c && c->foreign() && c->handed_over(claim || io_flags != kNotIo)) {
       c->unref();
       c = nullptr;
     }
@@ -194,17 +198,13 @@ struct ConnRef {
   }
 };
 
-// What a duplicate of `fd` refers to: its connection, also one handed over
-// to us (the duplicate stays one of its descriptors: an exec inherits it
-// with its TCP socket, preload/exec_inherit.h), else what ConnRef finds.
+// What a duplicate of `fd` refers to: its connection, also one inherited
+// from the parent, handed over or not (the duplicate stays one of its
+// descriptors: an exec inherits it with its TCP socket, preload/
+// exec_inherit.h, or waits for its relay), else what ConnRef finds.
 struct DupRef : ConnRef {
   explicit DupRef(int fd) : ConnRef(fd) {
-    if (c || !fd_table().has_conn(fd)) return;
-    c = fd_table().get(fd);
-    if (c && !(c->foreign() && c->handed_over())) {
-      c->unref();
-      c = nullptr;
-    }
+    if (!c && fd_table().has_conn(fd)) c = fd_table().get(fd);
   }
 };
 
@@ -477,6 +477,8 @@ __attribute__((destructor)) void at_exit() {
       c->unref();
     }
   });
+  // Connections a forked child still holds outlive us there.
+  smcr::handoff::finish_offers_at_exit(1000);
   smcr::write_stats_file();
 }
 
@@ -698,7 +700,7 @@ int close(int fd) {
 
 int shutdown(int fd, int how) {
   REAL(shutdown);
-  ConnRef c(fd);
+  ConnRef c(fd, kNotIo, true);
   if (!c) return real_shutdown(fd, how);
   return c->shutdown(how);
 }
@@ -1032,8 +1034,14 @@ int dup3(int oldfd, int newfd, int flags) {
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it
   if (Connection* victim = fd_table().take(newfd)) {
     fd_table().set_kind(newfd, smcr::preload::kFdUnknown);
-    if (victim->drop_user_fd()) victim->app_close(false);
-    else victim->unref();
+    if (victim->foreign()) {
+      // Inherited: the owner's connection lives on (see close_smc_fd).
+      if (victim->drop_user_fd()) victim->forget_in_child();
+    } else if (victim->drop_user_fd()) {
+      victim->app_close(false);
+    } else {
+      victim->unref();
+    }
   }
   int rc = real_dup3(oldfd, newfd, flags);
   if (rc >= 0 && c) {
@@ -1226,7 +1234,8 @@ char* const* prepare_exec(char* const envp[], smcr::preload::exec_inherit::ExecE
     if (!c) return;
     int fdflags = smcr::sys::fcntl(fd, F_GETFD);
     if (c->foreign() && fdflags >= 0 && !(fdflags & FD_CLOEXEC)) {
-      if (c->handed_over()) {
+      c->claim_for_exec();  // the new program cannot map the RMBs: relayed
+      if (c->handed_over(true)) {
         if (c->tcp_fd() >= 0) handed_over.emplace_back(fd, c->tcp_fd());
       } else {
         SMCR_LOG(1, "fd %d: exec while the parent still holds its SMC-R connection: the new program gets end-of-file",

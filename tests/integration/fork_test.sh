@@ -139,12 +139,18 @@ except ChildProcessError:
     pass
 '
 CLIENT='
-import hashlib, os, socket, sys, threading
+import hashlib, os, socket, sys, threading, time
 port, size = int(sys.argv[1]), int(sys.argv[2])
+pace = float(sys.argv[3]) if len(sys.argv) > 3 else 0   # seconds between MBs
 s = socket.create_connection(("127.0.0.1", port))
 data = os.urandom(size)
 def writer():
-    s.sendall(data); s.shutdown(socket.SHUT_WR)   # request, then half-close
+    if pace:
+        for off in range(0, size, 1 << 20):
+            s.sendall(data[off:off + (1 << 20)]); time.sleep(pace)
+    else:
+        s.sendall(data)
+    s.shutdown(socket.SHUT_WR)   # request, then half-close
 t = threading.Thread(target=writer); t.start()
 got = bytearray()
 while True:
@@ -173,9 +179,71 @@ for kind in forkingmixin late_close inetd_exec; do
   check "SMC-R $kind: every echo intact (1 B .. 20 MB, with half-close)" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
   check "SMC-R $kind: all 4 connections were SMC-R at both ends" \
     [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum smc_passive)" = 4 ]
-  check "SMC-R $kind: the server handed each connection to its child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
+  if [ "$kind" = forkingmixin ]; then
+    # The child owns its connection: its own link to the client, no relay.
+    check "SMC-R $kind: each connection moved to its child, no relay ($(stat_sum rehomed) re-homed, $(stat_sum rehomed_peer) moved by the client, $(stat_sum handovers) relayed)" \
+      [ "$(stat_sum rehomed)" = 4 -a "$(stat_sum rehomed_peer)" = 4 -a "$(stat_sum handovers)" = 0 ]
+  else
+    # exec: the new program cannot map the RMBs; the server relays.
+    check "SMC-R $kind: the server relays each connection to its exec'd child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
+  fi
   check "SMC-R $kind: no connection was aborted" [ "$(stat_sum aborts)" = 0 ]
 done
+# --- the parent killed mid-stream ---------------------------------------------
+# A connection moved to its child is the child's alone: the parent that
+# accepted it may die (SIGKILL: no exit handler) while every child streams,
+# as a TCP socket lives on in the child.
+KILL_SERVER='
+import os, signal, socket, sys
+port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(16)
+for _ in range(n):
+    c, _ = l.accept()
+    if os.fork() == 0:
+        l.close()
+        while True:
+            b = c.recv(65536)
+            if not b: break
+            c.sendall(b)
+        c.close()
+        os._exit(0)
+    c.close()
+open(ready, "w").close()
+signal.pause()
+'
+kill_run() {  # kill_run plain|smc -> KOUT (one line per client)
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port ready="$TEST_TMP/kill_ready.$1"; port=$(free_port)
+  rm -f "$ready"
+  reset_stats
+  bg $wrap python3 -c "$KILL_SERVER" "$port" 4 "$ready"
+  wait_port "$port" || { log "server did not start"; KOUT=; return 1; }
+  local out="$TEST_TMP/kill_out.$1" pids=() i
+  for i in 1 2 3 4; do
+    $wrap timeout 60 python3 -c "$CLIENT" "$port" 30000000 0.03 >"$out.$i" 2>&1 &   # about a second
+    pids+=($!)
+  done
+  wait_file "$ready" 20
+  sleep 0.3   # every child streaming
+  local parent; parent=$(listener_pid "$port")
+  kill -9 "$parent" 2>/dev/null
+  local streaming=0
+  for i in 1 2 3 4; do kill -0 "${pids[$((i - 1))]}" 2>/dev/null && streaming=$((streaming + 1)); done
+  wait "${pids[@]}"
+  KILLED_MIDSTREAM="parent=$parent clients_still_streaming=$streaming"
+  KOUT=$(for i in 1 2 3 4; do tail -1 "$out.$i"; done)
+  log "$1 parent killed ($KILLED_MIDSTREAM): $(tr '\n' ' ' <<<"$KOUT")"
+}
+kill_run plain
+check "plain TCP: every child's echo intact after its parent was killed" [ "$(grep -c '^echo=ok$' <<<"$KOUT")" = 4 ]
+kill_run smc
+check "SMC-R: the parent ($KILLED_MIDSTREAM) was killed while every client still streamed" \
+  grep -q "parent=[0-9][0-9]* clients_still_streaming=4" <<<"$KILLED_MIDSTREAM"
+check "SMC-R: every child's echo intact (30 MB each) after its parent was killed mid-stream" \
+  [ "$(grep -c '^echo=ok$' <<<"$KOUT")" = 4 ]
+check "SMC-R: those connections moved to the children ($(stat_sum smc_active) SMC-R, $(stat_sum rehomed_peer) moved by the clients, $(stat_sum aborts) aborts)" \
+  [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum rehomed_peer)" = 4 -a "$(stat_sum aborts)" = 0 ]
 # --- addresses after exec (sshd re-executes itself per connection) -----------
 # The exec'd program holds the handed-over stream: getpeername, getsockname
 # and SO_DOMAIN/SO_PROTOCOL (Python's socket(fileno=) asks them) must be the
@@ -283,10 +351,10 @@ fds_run() {  # fds_run plain|smc -> FOUT
 fds_run plain
 check "plain TCP: the 8th child holds no more descriptors than the 1st" grep -q "growth=0$" <<<"$FOUT"
 fds_run smc
-check "SMC-R: the 8th child holds no descriptors of the 7 relayed before it" \
+check "SMC-R: the 8th child holds no descriptors of the 7 handed over before it" \
   bash -c 'g=$(sed -n "s/.*growth=\(-\{0,1\}[0-9]*\)$/\1/p" <<<"$0"); [ -n "$g" ] && [ "$g" -le 1 ]' "$FOUT"
-check "SMC-R: all 8 connections were handed over ($(stat_sum handovers)), none aborted" \
-  [ "$(stat_sum handovers)" = 8 -a "$(stat_sum aborts)" = 0 ]
+check "SMC-R: all 8 connections moved to their children ($(stat_sum rehomed)), none aborted" \
+  [ "$(stat_sum rehomed)" = 8 -a "$(stat_sum aborts)" = 0 ]
 # --- a forked child that waits (epoll, poll, select) before it reads ----------
 # PostgreSQL's backends: accept, fork, the parent closes its copy, the child
 # waits for readability and then reads. Every byte the child reads must be
@@ -430,8 +498,8 @@ for how in epoll poll select; do
   check "SMC-R, child waits with $how: every byte the client's, nothing more (hello/world x$((POLL_RUNS - 1)), 100 requests)" \
     grep -q "^$how intact=$POLL_RUNS/$POLL_RUNS\$" <<<"$POUT"
 done
-check "SMC-R, waiting children: all $((3 * POLL_RUNS)) connections SMC-R and handed over ($(stat_sum smc_passive), $(stat_sum handovers))" \
-  [ "$(stat_sum smc_active)" = $((3 * POLL_RUNS)) -a "$(stat_sum smc_passive)" = $((3 * POLL_RUNS)) -a "$(stat_sum handovers)" = $((3 * POLL_RUNS)) ]
+check "SMC-R, waiting children: all $((3 * POLL_RUNS)) connections SMC-R and moved to their children ($(stat_sum smc_passive), $(stat_sum rehomed))" \
+  [ "$(stat_sum smc_active)" = $((3 * POLL_RUNS)) -a "$(stat_sum smc_passive)" = $((3 * POLL_RUNS)) -a "$(stat_sum rehomed)" = $((3 * POLL_RUNS)) ]
 check "SMC-R, waiting children: no abort, no protocol violation" \
   [ "$(stat_sum aborts)" = 0 -a "$(stat_sum protocol_violations)" = 0 ]
 kill "$load_pid" 2>/dev/null
