@@ -736,11 +736,13 @@ CloseState Connection::state() {
 }
 
 void Connection::set_nonblocking(bool nb) {
+  if (foreign()) return;  // the owner's (its lock may have been held at the fork)
   std::lock_guard<Connection> lock(*this);
   nonblocking_ = nb;
 }
 
 void Connection::set_timeout(bool receive, int ms) {
+  if (foreign()) return;  // the owner's (its lock may have been held at the fork)
   std::lock_guard<Connection> lock(*this);
   (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
 }
@@ -772,6 +774,7 @@ void Connection::set_send_limit(uint32_t bytes) {
 }
 
 void Connection::set_short_flow_key(uint32_t key) {
+  if (foreign()) return;  // the owner's (its lock may have been held at the fork)
   std::lock_guard<Connection> lock(*this);
   short_flow_key_ = key;
 }
@@ -881,6 +884,7 @@ bool Connection::at_urgent_mark() {
 }
 
 void Connection::set_oob_inline(bool on) {
+  if (foreign()) return;  // the owner's (its lock may have been held at the fork)
   std::lock_guard<Connection> lock(*this);
   oob_inline_ = on;
 }

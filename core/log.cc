@@ -203,7 +203,8 @@ namespace {
 // may have been removed meanwhile).
 void write_stats_locked(const char* dir, bool always) {
   Counters& c = counters();
-  uint64_t activity = c.smc_active + c.smc_passive;
+  // A forked child that took connections over (adopted) made none itself.
+  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
   for (auto& f : c.fallback) activity += f;
   if (activity == 0) return;  // e.g. a wrapper process that never used TCP
   std::string s = format_counters();

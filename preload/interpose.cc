@@ -181,9 +181,15 @@ struct ConnRef {
       if (!c && kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
       else if (!c && kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
     }
-    if (c && c->foreign() && c->handed_over(claim || io_flags != kNotIo)) {
-      c->unref();
-      c = nullptr;
+    if (c && c->foreign()) {
+      bool uses_stream = claim || io_flags != kNotIo;
+      // Handed over (a stream now), or not ours and not claimed: the call
+      // acts on the descriptor as the kernel sees it. A data call keeps a
+      // connection it could not claim, and fails as such (EOPNOTSUPP).
+      if (c->handed_over(uses_stream) || (!uses_stream && c->foreign())) {
+        c->unref();
+        c = nullptr;
+      }
     }
   }
   ~ConnRef() {
