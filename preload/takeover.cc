@@ -50,6 +50,13 @@ void attach(Connection* c, const Reserved& r, bool nonblocking) {
   socklen_t ilen = sizeof inline_oob;
   if (sys::getsockopt(r.tcp, SOL_SOCKET, SO_OOBINLINE, &inline_oob, &ilen) == 0 && inline_oob)
     c->set_oob_inline(true);
+  // SO_LINGER {1, 0} set before connect(), on the listener, or while the
+  // handshake ran on a thread (the option went to the TCP socket then): the
+  // close stays abortive (CPython's test_ssl sets it right after connect()).
+  linger l{};
+  socklen_t llen = sizeof l;
+  if (sys::getsockopt(r.tcp, SOL_SOCKET, SO_LINGER, &l, &llen) == 0 && l.l_onoff && l.l_linger == 0)
+    c->set_linger_abort(true);
   Engine::get().watch_tcp(c, r.tcp);
   c->attach_fds(r.app_end, r.engine_end, nonblocking);
 }
