@@ -1688,6 +1688,18 @@ void Connection::apply_close_event_locked(CloseEvent e) {
   state_ = t.next;
   SMCR_LOG(1, "conn %08x: %s -> %s", local_token_, to_string(prev), to_string(state_));
   if (t.actions & kActSendAbort) {
+    // The application's abortive close (SO_LINGER 0, unread data): TCP's peer
+    // sees the reset before anything else (getpeername fails with ENOTCONN),
+    // ours could read the A first while its TCP socket still answers. So the
+    // TCP connection is reset before the A is posted: connect(AF_UNSPEC)
+    // sends the RST and keeps the descriptor until release; our own reset is
+    // no news of the peer for the watch.
+    if (app_closed_ && (t.actions & kActResetTcp) && tcp_fd_ >= 0) {
+      Engine::get().unwatch_tcp(this);
+      sockaddr unspec{};
+      unspec.sa_family = AF_UNSPEC;
+      sys::connect(tcp_fd_, &unspec, sizeof unspec);
+    }
     send_cdc_locked(false, false, true);
     counters().aborts.fetch_add(1, std::memory_order_relaxed);
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -50,6 +51,22 @@ void attach(Connection* c, const Reserved& r, bool nonblocking) {
   socklen_t ilen = sizeof inline_oob;
   if (sys::getsockopt(r.tcp, SOL_SOCKET, SO_OOBINLINE, &inline_oob, &ilen) == 0 && inline_oob)
     c->set_oob_inline(true);
+  // SO_LINGER {1, 0} set before connect(), on the listener, or while the
+  // handshake ran on a thread (the option went to the TCP socket then): the
+  // close stays abortive (CPython's test_ssl sets it right after connect()).
+  linger l{};
+  socklen_t llen = sizeof l;
+  if (sys::getsockopt(r.tcp, SOL_SOCKET, SO_LINGER, &l, &llen) == 0 && l.l_onoff && l.l_linger == 0)
+    c->set_linger_abort(true);
+  // SO_RCVTIMEO / SO_SNDTIMEO set the same ways: a recv() would otherwise
+  // block for ever where TCP's times out (EAGAIN). Below 1 ms: 1 ms.
+  for (int name : {SO_RCVTIMEO, SO_SNDTIMEO}) {
+    timeval tv{};
+    socklen_t tlen = sizeof tv;
+    if (sys::getsockopt(r.tcp, SOL_SOCKET, name, &tv, &tlen) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0)) continue;
+    int64_t ms = static_cast<int64_t>(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
+    c->set_timeout(name == SO_RCVTIMEO, static_cast<int>(std::min<int64_t>(ms, INT_MAX)));
+  }
   Engine::get().watch_tcp(c, r.tcp);
   c->attach_fds(r.app_end, r.engine_end, nonblocking);
 }

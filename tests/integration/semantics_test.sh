@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Socket calls beyond read/write on SMC-R fds, each compared with plain TCP:
 # glibc's fortified __read_chk/__recv_chk/__recvfrom_chk, sendfile, splice,
-# sendmmsg/recvmmsg, MSG_PEEK|MSG_WAITALL, MSG_WAITALL, FIONREAD.
+# sendmmsg/recvmmsg, MSG_PEEK|MSG_WAITALL, MSG_WAITALL, FIONREAD; socket
+# timeouts set before the connection existed; urgent data; readiness.
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 TOOL="$SMCR_BUILD_DIR/tests/integration/semantics_tool"
@@ -72,6 +73,43 @@ check "plain TCP: recv(MSG_OOB) EINVAL before any, send(MSG_OOB) works, the echo
 PLAIN_OOB=$OOBOUT
 oob_run smc
 check "SMC-R: urgent data behaves as over TCP ($OOBOUT)" test "$OOBOUT" = "$PLAIN_OOB"
+check "SMC-R: that connection was SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+
+# SO_RCVTIMEO / SO_SNDTIMEO set before connect() (the client) or on the
+# listener (the accepted socket inherits them): a recv() with nothing to
+# read and a send() into a full window give EAGAIN after the timeout, as
+# over TCP (under smc_run the connection used to ignore them and block).
+TIMEO='
+import errno, socket, struct, sys, threading, time
+tv = struct.pack("ll", 0, 200000)
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+srv.bind(("127.0.0.1", 0)); srv.listen(1)
+c = socket.socket()
+c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv); c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+acc = []
+t = threading.Thread(target=lambda: acc.append(srv.accept()[0])); t.start()  # accepting: not an own-listener fallback
+c.connect(srv.getsockname()); t.join(); a = acc[0]
+def timed(f):
+    t = time.time()
+    try: f(); r = "none"
+    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
+    return r + ("" if 0.15 < time.time() - t < 5 else "(after %.2f s)" % (time.time() - t))
+def fill():
+    while True: c.send(b"x" * 65536)
+print("client_recv=%s server_recv=%s client_send=%s" % (timed(lambda: c.recv(10)), timed(lambda: a.recv(10)), timed(fill)))
+'
+timeo_run() {  # timeo_run plain|smc -> TIMEOUT_OUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  reset_stats
+  TIMEOUT_OUT=$($wrap timeout 30 python3 -c "$TIMEO" 2>&1) || TIMEOUT_OUT="$TIMEOUT_OUT (rc=$?: hung or failed)"
+  log "SO_RCVTIMEO/SO_SNDTIMEO set before connect() and on the listener, $1: $TIMEOUT_OUT"
+}
+timeo_run plain
+check "plain TCP: recv() both ends and send() into a full window time out with EAGAIN" \
+  test "$TIMEOUT_OUT" = "client_recv=EAGAIN server_recv=EAGAIN client_send=EAGAIN"
+PLAIN_TIMEO=$TIMEOUT_OUT
+timeo_run smc
+check "SMC-R: the timeouts set before the connection existed hold ($TIMEOUT_OUT)" test "$TIMEOUT_OUT" = "$PLAIN_TIMEO"
 check "SMC-R: that connection was SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 
 # Readiness, signals and errors, peer in the same process (readiness_tool).

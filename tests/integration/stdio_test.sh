@@ -99,14 +99,17 @@ check "SMC-R: the connection was SMC-R and nothing was aborted" \
   [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum aborts)" = 0 ]
 
 # --- smc_run starts the program and nothing else: no ldd, no readlink, no
-# subshell (strace: the script's own exec, then the program's; no fork).
+# subshell (strace: the script's own exec, then the program's; no fork),
+# also with --policy (the shim checks it as it loads) and with --load when
+# the eBPF program is loaded (require_bpf above: its pinned link is there).
 case "${SMCR_SANITIZE:-OFF}" in 1|ON|on|TRUE|true|YES|yes) asan_shim=1 ;; *) asan_shim=0 ;; esac
 if [ "$asan_shim" = 1 ]; then
   # An ASan shim is marked (libsmcr_preload.so.asan) and smc_run runs ldd to
   # put the ASan runtime first: the no-helper path is the normal build's.
   log "ASan build of the shim: smc_run runs ldd for it by design; its exec count is checked in the normal build"
 elif command -v strace >/dev/null 2>&1; then
-  for args in "" "--stats $STATS_DIR -d"; do
+  printf 'deny port 9\nallow port 1-65535\n' >"$TEST_TMP/start.policy"
+  for args in "" "--stats $STATS_DIR -d" "-l --policy $TEST_TMP/start.policy"; do
     SMCR_PRELOAD_LIB="$SMCR_PRELOAD" strace -f -qq -e trace=execve,fork,vfork,clone,clone3 -o "$TEST_TMP/trace" \
       "$SMC_RUN" $args /bin/true
     execs=$(grep -c 'execve(' "$TEST_TMP/trace")
