@@ -15,7 +15,7 @@
 #   (LD_PRELOAD), alternating start by start; smc_run's own cost is the median
 #   difference (ms);
 #   PostgreSQL + pgbench -c 8 -j 2, select-only and TPC-B: an accept-then-fork
-#   server, so under smc_run every byte goes through the postmaster's relay
+#   server: under smc_run each connection moves to its backend (re-homed)
 #   (README, fork()); skipped, with the reason, when PostgreSQL is not installed.
 # An SMC-R run counts only if its client's counters prove it (smc_active > 0,
 # fallback_total == 0; policy runs: smc_active == 0, every fallback a policy
@@ -157,7 +157,7 @@ verdict() {
   esac
 }
 counters() {  # counters DIR: the non-zero connection counters, one line
-  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|handovers|lgr_created|lgr_reused)/ { s[$1] += $2 }
+  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|handovers|rehomed|adopted|lgr_created|lgr_reused)/ { s[$1] += $2 }
     END { for (k in s) if (s[k]) printf "%s=%d ", k, s[k] }'
 }
 
@@ -392,8 +392,8 @@ bench_start() {  # bench_start run
 
 # ---- PostgreSQL + pgbench ----------------------------------------------------------
 # The postmaster accepts and forks a backend per connection, then closes its
-# copy: under smc_run each connection is SMC-R up to the postmaster, which
-# relays it to the backend over a local stream (counted as handovers). One
+# copy: under smc_run each connection is SMC-R, and moves to its backend with
+# a link of its own (rehomed, adopted; no relay, no handovers). One
 # cluster per benchmark run (initdb), as nobody (postgres refuses root), on a
 # Unix socket of its own for the setup; each run starts the server afresh.
 PG_BIN="" PG_SKIP="" PG_DIR="$LOG/pg"
@@ -518,8 +518,8 @@ ROWS=(
   "idle_shm|smc|idle: RMB memfd mapped per conn (KiB)|lower|-"
   "start_ms|run|start /bin/true: LD_PRELOAD vs smc_run (ms)|lower|-"
   "start_over|run|  smc_run's own cost, median difference (ms)|lower|start"
-  "pg_select|smc|pgbench -S -c8 -j2 select-only, relayed (tps)|higher|-"
-  "pg_tpcb|smc|pgbench -c8 -j2 TPC-B, relayed (tps)|higher|-"
+  "pg_select|smc|pgbench -S -c8 -j2 select-only (tps)|higher|-"
+  "pg_tpcb|smc|pgbench -c8 -j2 TPC-B (tps)|higher|-"
 )
 TABLE="$OUTDIR/table.txt" TSV="$OUTDIR/results.tsv"
 RUN_EL=$(awk -v a="$T_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -569,8 +569,8 @@ done
   fi
   if [ -n "$PG_SKIP" ]; then echo "pgbench rows skipped: $PG_SKIP"
   elif [ -n "${VALS[pg_select.tcp]:-}${BAD[pg_select.tcp]:-}${VALS[pg_tpcb.tcp]:-}${BAD[pg_tpcb.tcp]:-}" ]; then
-    echo "pgbench rows: PostgreSQL forks a backend per connection; under smc_run the postmaster relays"
-    echo "every byte to it (handovers in the server's counters), so they measure that relay."
+    echo "pgbench rows: PostgreSQL forks a backend per connection; under smc_run each connection moves to"
+    echo "its backend (rehomed in the postmaster's counters, adopted in the backends'): no byte is relayed."
   fi
 } >>"$TABLE"
 echo

@@ -47,7 +47,11 @@ run() {  # run plain|smc -> OUT (session), REFUSED (rc of the other key), SLOG (
   REMOTE_SHA=$(sed -n 2p "$TEST_TMP/ssh.$1.out")
   LOCAL_SHA=$(tail -c 8000000 "$TEST_TMP/ssh.$1.out" | sha256sum | cut -d' ' -f1)
   $wrap timeout 30 ssh "${SSH_OPTS[@]}" -i "$K/other_key" root@127.0.0.1 true 2>/dev/null; REFUSED=$?
-  kill "$spid" 2>/dev/null; timeout 10 tail --pid="$spid" -f /dev/null
+  # $! is smc_run's shell when wrapped: the listener itself must go too
+  # (it outlived every test run before).
+  local lpid; lpid=$(listener_pid "$port")
+  kill "$spid" ${lpid:+"$lpid"} 2>/dev/null; timeout 10 tail --pid="$spid" -f /dev/null
+  [ -n "$lpid" ] && timeout 10 tail --pid="$lpid" -f /dev/null
   sleep 0.3
   SLOG=$(cat "$TEST_TMP/sshd.$1.log")
   log "$1: session: $OUT; 8 MB sha local ${LOCAL_SHA:0:12} remote ${REMOTE_SHA:0:12}; other key rc=$REFUSED; $(grep -m1 'Accepted publickey' <<<"$SLOG")"
