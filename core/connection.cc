@@ -290,7 +290,7 @@ bool Connection::handed_over(bool claim) {
       case kOffered:
         // Our first use claims it: we will own it (re-homing).
         if (!claim) return false;
-        transition(handoff_, s, kClaimDirect);
+        if (transition(handoff_, s, kClaimDirect)) claimed_ns_ = sys::now_ns();
         continue;
       case kClaimDirect:
       case kClaimExec:
@@ -485,6 +485,7 @@ bool Connection::rehome_to_child() {
   handoff::Rehome ask;
   ask.receiver_token = peer_token_;
   ask.sender_token = local_token_;
+  int64_t asked_ns = sys::now_ns();
   bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
   sys::close(peer_end);
   if (!moved) {
@@ -510,7 +511,8 @@ bool Connection::rehome_to_child() {
   }
   handoff::publish(handoff_, handoff::kRehomed);
   counters().rehomed.fetch_add(1, std::memory_order_relaxed);
-  SMCR_LOG(1, "conn %08x: re-homed to a forked child (its own link, no relay)", local_token_);
+  SMCR_LOG(1, "conn %08x: re-homed to a forked child (its own link, no relay; the peer moved it in %lld us)",
+           local_token_, static_cast<long long>((sys::now_ns() - asked_ns) / 1000));
   // Forgotten here without a word to the peer: the holder has every
   // descriptor and mapping, and the peer its new link.
   Engine::get().unwatch_tcp(this);
@@ -612,7 +614,8 @@ bool Connection::adopt_rehomed() {
     if (peer_write_closed(state_) && !eof_deferred_) signal_eof_locked();
   }
   counters().adopted.fetch_add(1, std::memory_order_relaxed);
-  SMCR_LOG(1, "conn %08x: taken over from the parent process", local_token_);
+  SMCR_LOG(1, "conn %08x: taken over from the parent process (%lld us after the claim)", local_token_,
+           claimed_ns_ ? static_cast<long long>((sys::now_ns() - claimed_ns_) / 1000) : -1LL);
   return true;
 }
 

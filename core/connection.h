@@ -366,6 +366,7 @@ class Connection {
   std::atomic<uint32_t>* handoff_ = nullptr;  // shared with forked children
   bool relayed_ = false;           // owner side: offered, re-homed or relayed (the handover thread holds it)
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
+  int64_t claimed_ns_ = 0;         // child side: when this process claimed it (diagnostics)
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;
