@@ -323,6 +323,13 @@ bool Connection::handed_over(bool claim) {
     }
     if (s == kNone) return false;
     if (!handover_seen_.exchange(true)) {
+      // Ended in its owner: what its readiness socket still holds is
+      // readiness bytes, never data; the application reads the end.
+      if (s == kGone && app_fd_ >= 0) {
+        char junk[64];
+        while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+        }
+      }
       // Our inherited copies of the readiness pair would keep the stream open
       // after the parent's relay (or the parent) is gone.
       for (int* fd : {&app_fd_, &engine_end_}) {
@@ -486,7 +493,9 @@ bool Connection::rehome_to_child() {
   ask.receiver_token = peer_token_;
   ask.sender_token = local_token_;
   int64_t asked_ns = sys::now_ns();
+  rehoming_.store(true);
   bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
+  rehoming_.store(false);
   sys::close(peer_end);
   if (!moved) {
     sys::close(holder_end);

@@ -142,6 +142,10 @@ class Connection {
   // Engine thread: the peer asks to move this connection to the link whose
   // end `fd` came with its request; `peer_token` is its name for it.
   void on_rehome_request(int fd, uint32_t peer_token);
+  // Our own re-homing waits for the peer's answer: a request of the peer
+  // for the same connection (both processes handing it over at once) is
+  // refused, not parked behind our wait.
+  bool rehoming() const { return rehoming_.load(); }
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -367,6 +371,7 @@ class Connection {
   bool relayed_ = false;           // owner side: offered, re-homed or relayed (the handover thread holds it)
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   int64_t claimed_ns_ = 0;         // child side: when this process claimed it (diagnostics)
+  std::atomic<bool> rehoming_{false};
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;

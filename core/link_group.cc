@@ -578,6 +578,10 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
       auto it = conns_.find(r->receiver_token);
       if (it != conns_.end() && it->second->try_ref()) c = it->second;
     }
+    if (c && c->rehoming()) {  // both ends hand it over at once: both relay
+      c->unref();
+      c = nullptr;
+    }
     if (!c) {
       if (fd >= 0) sys::close(fd);
       handoff::Rehome no;

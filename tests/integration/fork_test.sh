@@ -125,10 +125,20 @@ for _ in range(n):
     c, _ = l.accept()
     if os.fork() == 0:
         l.close()
+        if kind == "killed":   # echoes itself, while its parent is killed
+            while True:
+                b = c.recv(65536)
+                if not b: break
+                c.sendall(b)
+            c.close()
+            os._exit(0)
         os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
         os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
     if kind == "late_close": time.sleep(0.3)   # the child is already using it
     c.close()
+if kind == "killed":
+    open(sys.argv[4], "w").close()
+    signal.pause()
 # As inetd does, live on while the children serve: a handed-over connection
 # is relayed by this process and ends with it (docs/ARCHITECTURE.md, fork).
 # A fixed sleep here cut a 20 MB echo short on a loaded machine. (With
@@ -193,31 +203,12 @@ done
 # A connection moved to its child is the child's alone: the parent that
 # accepted it may die (SIGKILL: no exit handler) while every child streams,
 # as a TCP socket lives on in the child.
-KILL_SERVER='
-import os, signal, socket, sys
-port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", port)); l.listen(16)
-for _ in range(n):
-    c, _ = l.accept()
-    if os.fork() == 0:
-        l.close()
-        while True:
-            b = c.recv(65536)
-            if not b: break
-            c.sendall(b)
-        c.close()
-        os._exit(0)
-    c.close()
-open(ready, "w").close()
-signal.pause()
-'
 kill_run() {  # kill_run plain|smc -> KOUT (one line per client)
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port ready="$TEST_TMP/kill_ready.$1"; port=$(free_port)
   rm -f "$ready"
   reset_stats
-  bg $wrap python3 -c "$KILL_SERVER" "$port" 4 "$ready"
+  bg $wrap python3 -c "$SERVERS" killed "$port" 4 "$ready"
   wait_port "$port" || { log "server did not start"; KOUT=; return 1; }
   local out="$TEST_TMP/kill_out.$1" pids=() i
   for i in 1 2 3 4; do
