@@ -126,9 +126,12 @@ for _ in range(n):
     if os.fork() == 0:
         l.close()
         if kind == "killed":   # echoes itself, while its parent is killed
+            first = True
             while True:
                 b = c.recv(65536)
                 if not b: break
+                if first:   # it has the connection: say so
+                    open("%s.%d" % (sys.argv[4], os.getpid()), "w").close(); first = False
                 c.sendall(b)
             c.close()
             os._exit(0)
@@ -202,11 +205,13 @@ done
 # --- the parent killed mid-stream ---------------------------------------------
 # A connection moved to its child is the child's alone: the parent that
 # accepted it may die (SIGKILL: no exit handler) while every child streams,
-# as a TCP socket lives on in the child.
+# as a TCP socket lives on in the child. Killed once every child has its
+# connection (a parent killed in the middle of handing one over loses it:
+# README, fork()).
 kill_run() {  # kill_run plain|smc -> KOUT (one line per client)
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port ready="$TEST_TMP/kill_ready.$1"; port=$(free_port)
-  rm -f "$ready"
+  rm -f "$ready" "$ready".*
   reset_stats
   bg $wrap python3 -c "$SERVERS" killed "$port" 4 "$ready"
   wait_port "$port" || { log "server did not start"; KOUT=; return 1; }
@@ -216,7 +221,10 @@ kill_run() {  # kill_run plain|smc -> KOUT (one line per client)
     pids+=($!)
   done
   wait_file "$ready" 20
-  sleep 0.3   # every child streaming
+  # Every child has read from its connection (it owns it), and streams on.
+  local t=0
+  until [ "$(ls "$ready".* 2>/dev/null | wc -l)" -ge 4 ] || [ $t -ge 200 ]; do sleep 0.05; t=$((t + 1)); done
+  sleep 0.1
   local parent; parent=$(listener_pid "$port")
   kill -9 "$parent" 2>/dev/null
   local streaming=0
