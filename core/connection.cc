@@ -325,11 +325,7 @@ bool Connection::handed_over(bool claim) {
     if (!handover_seen_.exchange(true)) {
       // Ended in its owner: what its readiness socket still holds is
       // readiness bytes, never data; the application reads the end.
-      if (s == kGone && app_fd_ >= 0) {
-        char junk[64];
-        while (sys::recv(app_fd_, junk, sizeof junk, MSG_DONTWAIT) > 0) {
-        }
-      }
+      if (s == kGone && app_fd_ >= 0) drain_readiness_locked();  // our stale copy's counters only
       // Our inherited copies of the readiness pair would keep the stream open
       // after the parent's relay (or the parent) is gone.
       for (int* fd : {&app_fd_, &engine_end_}) {

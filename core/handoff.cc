@@ -94,16 +94,6 @@ void close_relayed_in_child() {
                                                      });
 
 // Registers what a relay holds; returns its id for forget_held().
-uint64_t note_held(std::span<const int> fds) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  uint64_t id = g_next_relay++;
-  for (int fd : fds) {
-    struct stat st;
-    if (fd >= 0 && sys::fstat(fd, &st) == 0) g_held.push_back({id, fd, st.st_dev, st.st_ino});
-  }
-  return id;
-}
-
 // Adds descriptors to what relay `id` holds.
 void note_held_as(uint64_t id, std::span<const int> fds) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -111,6 +101,16 @@ void note_held_as(uint64_t id, std::span<const int> fds) {
     struct stat st;
     if (fd >= 0 && sys::fstat(fd, &st) == 0) g_held.push_back({id, fd, st.st_dev, st.st_ino});
   }
+}
+
+uint64_t note_held(std::span<const int> fds) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    id = g_next_relay++;
+  }
+  note_held_as(id, fds);
+  return id;
 }
 
 // Before the relay's descriptors close: a later child has nothing to close.
@@ -445,11 +445,12 @@ void handover(const HandoverArgs& a) {
       c->end_offer();
       return;
     }
-    forget_held(a.held);
-    int also[] = {r.child_fd, r.own_fd};
-    r.held = note_held(also);
-    auto more = c->held_fds();
-    note_held_as(r.held, more);
+    // The offer's descriptors (the old engine end is the stream's end now),
+    // and the connection's new readiness pair.
+    r.held = a.held;
+    int own[] = {r.own_fd};
+    note_held_as(r.held, own);
+    note_held_as(r.held, c->held_fds());
     relay(r);
     return;
   }
