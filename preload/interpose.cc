@@ -517,24 +517,20 @@ int socket(int domain, int type, int protocol) {
 
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   REAL(connect);
-  if (fd_table().has_conn(fd)) {
-    // The readiness socket cannot answer for the connection: TCP's answers.
-    if (fd_table().clear_flags(fd, smcr::preload::kFdConnectUnreported) & smcr::preload::kFdConnectUnreported) return 0;
-    errno = EISCONN;
+  // A client handshake still running on its thread: a non-blocking
+  // connect() in progress says EALREADY. Asked before the table: the
+  // handshake makes the number writable (a select() wakes) just before it
+  // enters the connection, under the lock this waits for.
+  if (fd_table().kind(fd) == smcr::preload::kFdAccepting &&
+      (fd_table().flags(fd) & smcr::preload::kFdConnectUnreported) && smcr::preload::accepting_in_progress(fd)) {
+    errno = EALREADY;
     return -1;
   }
-  if (fd_table().kind(fd) == smcr::preload::kFdAccepting) {
-    // A client handshake still running on its thread (or relayed after a
-    // Decline): a non-blocking connect() in progress says EALREADY, then 0
-    // once, then EISCONN.
-    if (fd_table().flags(fd) & smcr::preload::kFdConnectUnreported) {
-      if (smcr::preload::relayed_tcp_fd(fd) < 0) {
-        errno = EALREADY;
-        return -1;
-      }
-      fd_table().clear_flags(fd, smcr::preload::kFdConnectUnreported);
-      return 0;
-    }
+  if (fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    // Installed, relayed after a Decline, or reset (the next data call says
+    // so): connected, 0 once, then EISCONN, as TCP's. The readiness socket
+    // cannot answer for the connection.
+    if (fd_table().clear_flags(fd, smcr::preload::kFdConnectUnreported) & smcr::preload::kFdConnectUnreported) return 0;
     errno = EISCONN;
     return -1;
   }

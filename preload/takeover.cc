@@ -477,6 +477,13 @@ int relayed_tcp_fd(int fd) {
   return a->state == Accepting::kRelayed ? a->res.tcp : -1;
 }
 
+bool accepting_in_progress(int fd) {
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return false;
+  std::lock_guard<std::mutex> lock(a->mu);
+  return a->state == Accepting::kWaiting;
+}
+
 void flush_relays_at_exit(int timeout_ms) {
   std::vector<std::shared_ptr<Accepting>> all;
   {

@@ -62,6 +62,11 @@ bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* ha
 // The TCP socket behind a relayed accept (above), or -1: addresses and
 // socket options are its.
 int relayed_tcp_fd(int fd);
+// Whether `fd`'s handshake still runs. Once it has ended (installed,
+// relayed or failed) the number's readiness socket has been made writable
+// or hung up, so a select() or poll() may have woken: a second connect()
+// must then say connected, never EALREADY.
+bool accepting_in_progress(int fd);
 // The TCP socket behind `fd` while its handshake runs or after it fell
 // back to a relay (-1 otherwise): addresses and options are its, without
 // waiting for the handshake.

@@ -12,7 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 t0=$(date +%s)
 PASSED=0 FAILED=0 SKIPPED=0
-FAILURES=() SKIPS=()
+FAILURES=() SKIPS=() DETAILS=()
 LOGDIR=$(mktemp -d /tmp/smcr-run-tests.XXXXXX)
 
 banner() { printf '\n===== %s =====\n' "$*"; }
@@ -89,6 +89,13 @@ for tc in root.iter("testcase"):
     name = tc.get("name")
     if tc.find("failure") is not None or tc.find("error") is not None or tc.get("status") == "fail":
         f += 1; print(f"F {sys.argv[2]}:{name}")
+        # Why, for the summary (CI shows only the log's tail): the failed
+        # checks, sanitizer reports and GoogleTest failures, a few lines.
+        out = "".join(e.text or "" for e in tc.iter("system-out"))
+        keys = ("FAIL", "Failure", "Sanitizer", "runtime error", "Expected", "Which is", "Value of")
+        why = [l.strip() for l in out.splitlines() if any(k in l for k in keys)]
+        for l in why[:12]:
+            print(f"D {sys.argv[2]}:{name}: {l[:300]}")
     elif tc.find("skipped") is not None or tc.get("status") in ("notrun", "disabled"):
         s += 1
         out = "".join(e.text or "" for e in tc.iter("system-out"))
@@ -104,6 +111,7 @@ PY
     case "$line" in
       "F "*) FAILURES+=("${line#F }") ;;
       "S "*) SKIPS+=("${line#S }") ;;
+      "D "*) DETAILS+=("${line#D }") ;;
       "T "*) set -- ${line#T }
              PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); SKIPPED=$((SKIPPED + $3))
              echo "run-tests: ctest $name: $1 passed, $2 failed, $3 skipped" ;;
@@ -150,6 +158,7 @@ fi
 banner "summary"
 elapsed=$(( $(date +%s) - t0 ))
 ((${#SKIPS[@]})) && printf 'skipped: %s\n' "${SKIPS[@]}"
+((${#DETAILS[@]})) && printf 'why:     %s\n' "${DETAILS[@]}"
 ((${#FAILURES[@]})) && printf 'FAILED:  %s\n' "${FAILURES[@]}"
 echo "$PASSED passed, $FAILED failed ($SKIPPED skipped; $((elapsed / 60))m$((elapsed % 60))s)"
 [ "$FAILED" -eq 0 ]

@@ -112,6 +112,54 @@ timeo_run smc
 check "SMC-R: the timeouts set before the connection existed hold ($TIMEOUT_OUT)" test "$TIMEOUT_OUT" = "$PLAIN_TIMEO"
 check "SMC-R: that connection was SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 
+# A non-blocking connect() finished as Perl's IO::Socket and many event
+# loops finish it: select() for writability, then connect() again, which
+# must say 0 (then EISCONN), never EALREADY. The server accepts late, so the
+# client's CLC runs on a thread and ends while the application may already
+# be waking from its select() (nginx-tests' memcached upstreams failed so).
+NBSERVER='
+import socket, sys, time, threading
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(64)
+def serve(c):
+    c.sendall(c.recv(16)); c.close()
+for i in range(int(sys.argv[2])):
+    time.sleep(0.005)
+    threading.Thread(target=serve, args=(ls.accept()[0],)).start()
+'
+NBCLIENT='
+import socket, sys, select, errno, collections
+port, n = int(sys.argv[1]), int(sys.argv[2])
+seen = collections.Counter()
+name = lambda e: errno.errorcode.get(e, str(e)) if e else "0"
+for i in range(n):
+    s = socket.socket(); s.setblocking(False)
+    first = s.connect_ex(("127.0.0.1", port))
+    select.select([], [s], [s], 10)
+    second = s.connect_ex(("127.0.0.1", port))
+    third = s.connect_ex(("127.0.0.1", port))
+    s.setblocking(True); s.sendall(b"ping"); echoed = s.recv(16) == b"ping"; s.close()
+    seen["%s,%s,%s,echoed=%s" % (name(first), name(second), name(third), echoed)] += 1
+print(" ".join("%s:%d" % kv for kv in sorted(seen.items())))
+'
+nb_run() {  # nb_run plain|smc -> NBOUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port); reset_stats
+  bg $wrap python3 -c "$NBSERVER" "$port" 200
+  local spid=$BG_PID; wait_port "$port"
+  NBOUT=$($wrap timeout 60 python3 -c "$NBCLIENT" "$port" 200 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "non-blocking connect $1: $NBOUT"
+}
+nb_run plain
+check "plain TCP: select() then connect() says 0, then EISCONN ($NBOUT)" \
+  test "$NBOUT" = "EINPROGRESS,0,EISCONN,echoed=True:200"
+nb_run smc
+check "SMC-R: select() then connect() says 0, then EISCONN, never EALREADY ($NBOUT)" \
+  test "$NBOUT" = "EINPROGRESS,0,EISCONN,echoed=True:200"
+check "SMC-R: those connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive, $(stat_sum clc_threaded) client CLCs on threads)" \
+  [ "$(stat_sum smc_active)" = 200 -a "$(stat_sum smc_passive)" = 200 -a "$(stat_sum clc_threaded)" -ge 1 ]
+
 # Readiness, signals and errors, peer in the same process (readiness_tool).
 R="$SMCR_BUILD_DIR/tests/integration/readiness_tool"
 reset_stats
