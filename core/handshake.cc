@@ -46,10 +46,24 @@ struct ScopedRmbSize {
 uint32_t conn_rmb_size() { return t_rmb_size ? t_rmb_size : handshake_config().rmb_size; }
 
 
+// Kernel randomness, fetched 256 bytes at a time: a token per connection
+// would otherwise cost a system call per handshake. A forked child's pool
+// is refilled (it must not repeat its parent's tokens).
 uint32_t random_u32() {
-  uint32_t v = 0;
-  while (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) {
+  struct Pool {
+    uint32_t words[64];
+    size_t left = 0;
+    uint64_t generation = 0;
+  };
+  thread_local Pool pool;
+  if (pool.left == 0 || pool.generation != process_generation()) {
+    while (::syscall(SYS_getrandom, pool.words, sizeof pool.words, 0) != static_cast<long>(sizeof pool.words)) {
+    }
+    pool.left = std::size(pool.words);
+    pool.generation = process_generation();
   }
+  uint32_t v = pool.words[--pool.left];
+  pool.words[pool.left] = 0;  // used once
   return v;
 }
 
@@ -96,22 +110,42 @@ int64_t clc_spin_ns() {
 // sleep and wake-up costs here. Past the first 5 µs the watch yields the CPU
 // between looks: on a busy machine the peer we wait for may be waiting for
 // this very CPU.
+//
+// A watch that is only a wait (the caller sleeps after it anyway) may skip
+// itself when the last ones saw nothing (`backoff`): on a loaded machine
+// the peer rarely answers within the spin, and each look and yield is a
+// system call.
 class ClcSpin {
  public:
-  explicit ClcSpin(bool on = true) : start_(sys::now_ns()), until_(start_ + (on ? clc_spin_ns() : 0)) {}
+  explicit ClcSpin(bool on = true, SpinBackoff* backoff = nullptr)
+      : backoff_(on && backoff && backoff->worth_trying() ? backoff : nullptr),
+        start_(sys::now_ns()),
+        until_(start_ + (on && (!backoff || backoff_) ? clc_spin_ns() : 0)) {}
+  ~ClcSpin() {
+    if (backoff_ && !expired_) backoff_->hit();
+  }
   // After a look that found nothing: false once the spin is over, else
   // pauses or yields before the next look.
   bool again() {
     int64_t now = sys::now_ns();
-    if (now >= until_) return false;
+    if (now >= until_) {
+      if (backoff_ && !expired_) backoff_->missed();
+      expired_ = true;
+      return false;
+    }
     if (now - start_ >= 5000) sched_yield();
     else __builtin_ia32_pause();
     return true;
   }
 
  private:
+  SpinBackoff* backoff_;
   int64_t start_, until_;
+  bool expired_ = false;
 };
+
+// The waits for a CLC answer in this process: how their spins have fared.
+SpinBackoff g_answer_spins;
 
 // Waits until `want` bytes can be peeked (SO_RCVLOWAT makes poll wait for
 // all of them instead of waking per segment).
@@ -158,7 +192,7 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
 Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr, bool spin = true) {
   // Usually the whole message is queued at once: one peek shows it; else
   // watch for it a while (ClcSpin) before sleeping.
-  ClcSpin watch(spin);
+  ClcSpin watch(spin, &g_answer_spins);
   for (;;) {
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
@@ -1014,7 +1048,12 @@ namespace {
 // serves either side), then poll for the rest.
 bool server_answered(int fd, int wait_us) {
   int64_t until = sys::now_ns() + int64_t{1000} * wait_us;
-  if (client_spoke(fd)) return true;
+  ClcSpin watch(true, &g_answer_spins);
+  do {
+    uint8_t b;
+    ssize_t n = sys::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // bytes, EOF or an error: decide now
+  } while (watch.again());
   for (;;) {
     int64_t left_us = (until - sys::now_ns()) / 1000;
     if (left_us <= 0) return false;

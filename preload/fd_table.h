@@ -37,6 +37,11 @@ enum FdFlag : uint8_t {
   // number may change hands at any moment. Another thread's call on it
   // (a reader woken by the Accept's arrival) waits for the handshake's end.
   kFdClcInline = 8,
+  // A socket created through us (or accepted from such a listener) on which
+  // the application never set SO_LINGER, SO_RCVTIMEO, SO_SNDTIMEO or
+  // SO_OOBINLINE: taking it over need not ask the kernel for them (four
+  // system calls per connection). Absent means "ask".
+  kFdDefaultOptions = 16,
 };
 
 class FdTable {

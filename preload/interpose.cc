@@ -511,6 +511,7 @@ int socket(int domain, int type, int protocol) {
       (protocol == 0 || protocol == IPPROTO_TCP)) {
     fd_table().set_kind(fd, smcr::preload::kFdTcp);
     fd_table().set_buffers(fd, {});
+    fd_table().add_flags(fd, smcr::preload::kFdDefaultOptions);
   }
   return fd;
 }
@@ -644,7 +645,9 @@ int listen(int fd, int backlog) {
       return real_listen(fd, backlog);
     }
     bool opted = smcr::bpfopt::opt_in(fd);
+    uint8_t defaults = fd_table().flags(fd) & smcr::preload::kFdDefaultOptions;
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
+    fd_table().add_flags(fd, defaults);
     int rc = real_listen(fd, backlog);
     if (rc == 0 && opted) smcr::preload::own::listening(fd);
     return rc;
@@ -666,8 +669,10 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
   if (kind != smcr::preload::kFdSmcListener) return nfd;
   fd_table().set_kind(nfd, smcr::preload::kFdTcp);
-  // As in the kernel, an accepted socket has its listener's buffer sizes.
+  // As in the kernel, an accepted socket has its listener's buffer sizes
+  // (and its other options).
   fd_table().set_buffers(nfd, fd_table().buffers(fd));
+  fd_table().add_flags(nfd, fd_table().flags(fd) & smcr::preload::kFdDefaultOptions);
   // Rules about peer addresses are decided now (the listener could not);
   // without a policy there is nothing to look up.
   sockaddr_storage local{}, peer{};
@@ -906,6 +911,9 @@ int ioctl(int fd, unsigned long req, ...) {
 
 int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   REAL(setsockopt);
+  if (level == SOL_SOCKET && (name == SO_LINGER || name == SO_OOBINLINE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
+                              name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW))
+    fd_table().clear_flags(fd, smcr::preload::kFdDefaultOptions);
   // Inherited from the parent (handed over or not): options are the TCP
   // socket's (TCP_NODELAY on the relayed stream socket would fail).
   if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_setsockopt(tcp, level, name, val, len);
@@ -1051,6 +1059,7 @@ int dup3(int oldfd, int newfd, int flags) {
   } else if (rc >= 0) {
     fd_table().set_kind(rc, fd_table().kind(oldfd));
     fd_table().set_buffers(rc, fd_table().buffers(oldfd));
+    fd_table().add_flags(rc, fd_table().flags(oldfd) & smcr::preload::kFdDefaultOptions);
   }
   if (rc >= 0) smcr::preload::exec_inherit::duplicated(oldfd, rc);
   return rc;

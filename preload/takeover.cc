@@ -43,9 +43,15 @@ Reserved reserve(int fd) {
 
 namespace {
 
-// Gives `c` the TCP socket and both readiness ends of `r`.
-void attach(Connection* c, const Reserved& r, bool nonblocking) {
+// Gives `c` the TCP socket and both readiness ends of `r`. `default_options`:
+// the application never set the options below (kFdDefaultOptions).
+void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_options) {
   c->set_tcp_fd(r.tcp);
+  if (default_options) {
+    Engine::get().watch_tcp(c, r.tcp);
+    c->attach_fds(r.app_end, r.engine_end, nonblocking);
+    return;
+  }
   // Set before connect() (or on the listener, which accepted sockets inherit).
   int inline_oob = 0;
   socklen_t ilen = sizeof inline_oob;
@@ -77,7 +83,7 @@ void install(int fd, Connection* c, const Reserved& r) {
   int status = sys::fcntl(fd, F_GETFL);
   int fdflags = sys::fcntl(fd, F_GETFD);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
-  attach(c, r, status & O_NONBLOCK);
+  attach(c, r, status & O_NONBLOCK, fd_table().flags(fd) & kFdDefaultOptions);
   Connection* old = fd_table().set(fd, c);
   if (old) old->unref();
   sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
@@ -151,7 +157,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     Connection* c = o.conn;
     if (a->sndbuf) c->set_send_limit(a->sndbuf);
     sys::empty_socket(a->res.engine_end);
-    attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0);
+    attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0, false);
     a->res = Reserved{};  // the connection's now
     if (a->state == Accepting::kClosed) {
       // The application closed the number before the handshake ended.
