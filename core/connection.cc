@@ -276,6 +276,18 @@ void Connection::forget_in_child() {
 constexpr int kHandoverWaitMs = 2000;
 // How long the owner waits for the peer's answer to a re-homing request.
 constexpr int kRehomeAnswerMs = 10000;
+// A dead owner's re-homing marker is in the readiness socket already, or
+// never comes.
+constexpr int kOwnerGoneMarkerWaitMs = 100;
+
+// SMCR_TEST_DIE_IN_REHOME (fault injection for tests): the owner kills
+// itself in the middle of a re-homing: "before_ask" (the holder has the
+// state and its link end, the peer has not been asked) or "after_answer"
+// (the peer moved the connection; the holder has not been told).
+static void die_here_in_tests(const char* point) {
+  static const char* where = getenv("SMCR_TEST_DIE_IN_REHOME");
+  if (where && strcmp(where, point) == 0) raise(SIGKILL);
+}
 
 bool Connection::handed_over(bool claim) {
   using namespace handoff;
@@ -293,15 +305,29 @@ bool Connection::handed_over(bool claim) {
         if (transition(handoff_, s, kClaimDirect)) claimed_ns_ = sys::now_ns();
         continue;
       case kClaimDirect:
+        // Claimed, and the owner died before it answered: what it sent
+        // before it asked the peer (if it got so far) is ours to take; else
+        // the connection is lost, and the application sees it end.
+        if (claim && owner_gone(handoff_)) {
+          if (std::atomic<uint32_t>* word = handoff_; transition(word, kClaimDirect, kAdopting)) {
+            SMCR_LOG(1, "conn %08x: its owner died while handing it over: taking what it left", local_token_);
+            bool ok = adopt_rehomed(kOwnerGoneMarkerWaitMs);
+            publish(word, ok ? kAdopted : kGone);
+            if (ok) return false;
+          }
+          continue;
+        }
+        [[fallthrough]];
       case kClaimExec:
       case kAdopting:
       case kRelayDraining:
-        if (!claim || left == 0 || wait_while(handoff_, {s}, left) == s) return false;  // still someone else's
+        if (!claim || left == 0) return false;  // still someone else's
+        wait_while(handoff_, {s}, std::min(left, 100));  // in slices: a dying owner wakes nobody
         continue;
       case kRehomed:
         if (!claim) return false;
         if (std::atomic<uint32_t>* word = handoff_; transition(word, kRehomed, kAdopting)) {
-          bool ok = adopt_rehomed();  // replaces handoff_ with a word of our own
+          bool ok = adopt_rehomed(kHandoverWaitMs);  // replaces handoff_ with a word of our own
           publish(word, ok ? kAdopted : kGone);
           if (ok) return false;  // ours: not foreign any more
         }
@@ -312,7 +338,8 @@ bool Connection::handed_over(bool claim) {
         if (transition(handoff_, kRelay, kRelayDraining)) {
           // The readiness bytes before the relay's marker are not data.
           int marker[1] = {-1};
-          if (handoff::drain_to_marker(app_fd_, marker, kHandoverWaitMs) > 0) sys::close(marker[0]);
+          if (handoff::drain_to_marker(app_fd_, marker, kHandoverWaitMs, handoff::kRelayMarker) > 0)
+            sys::close(marker[0]);
           publish(handoff_, kRelayReady);
         }
         continue;
@@ -401,7 +428,7 @@ bool Connection::start_relaying(int* child_fd, int* own_fd) {
   // readiness bytes (ours cannot be drained here: our copy of the app end
   // is closed). Any descriptor marks it; the holder closes it.
   int marker[1] = {engine_end_};
-  if (!handoff::send_marker(engine_end_, marker)) return false;
+  if (!handoff::send_marker(engine_end_, marker, handoff::kRelayMarker)) return false;
   *child_fd = engine_end_;
   if (!make_readiness_pair(&app_fd_, &engine_end_)) {
     engine_end_ = *child_fd;
@@ -483,8 +510,24 @@ bool Connection::rehome_to_child() {
   for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   int peer_end = sys::hide_fd(sv[0]);
   int holder_end = sys::hide_fd(sv[1]);
-  // Held meanwhile: the peer's CDCs that come before its answer wait in the
-  // inbox and are processed below, before the state is written down.
+  // The state is written down and the holder given its link end and the
+  // peer's bell before the peer is asked: an owner killed from here on
+  // leaves the holder all it needs (handed_over(), owner_gone()). Held
+  // meanwhile, nothing changes the state: what the peer sends before its
+  // answer is also in the shared CDC page, which the holder reads when it
+  // takes the connection over.
+  drain_inbox_locked();
+  pull_cdc_locked();
+  save_snapshot_locked(static_cast<HandoverSnapshot*>(handoff::snapshot_area(handoff_)));
+  int fds[2] = {holder_end, peer_bell_fd_};
+  bool sent = handoff::send_marker(engine_end_, std::span<const int>(fds, peer_bell_fd_ >= 0 ? 2 : 1),
+                                   handoff::kRehomeMarker);
+  sys::close(holder_end);
+  if (!sent) {
+    sys::close(peer_end);
+    return refused("the holder cannot be given the connection");
+  }
+  die_here_in_tests("before_ask");
   handoff::Rehome ask;
   ask.receiver_token = peer_token_;
   ask.sender_token = local_token_;
@@ -494,26 +537,16 @@ bool Connection::rehome_to_child() {
   rehoming_.store(false);
   sys::close(peer_end);
   if (!moved) {
-    sys::close(holder_end);
+    // The holder skips the marker (the relay sends its own).
     if (!group_->failed()) return refused("the peer did not move it");
     return refused("the link failed");
   }
   // From the peer's answer on, its messages for the connection go to the
-  // new link; those before it were delivered here first.
-  drain_inbox_locked();
-  pull_cdc_locked();
-  save_snapshot_locked(static_cast<HandoverSnapshot*>(handoff::snapshot_area(handoff_)));
-  int fds[2] = {holder_end, peer_bell_fd_};
-  bool sent = handoff::send_marker(engine_end_, std::span<const int>(fds, peer_bell_fd_ >= 0 ? 2 : 1));
-  sys::close(holder_end);
-  if (!sent) {
-    // The peer now writes to a link nobody reads: the connection is lost.
-    SMCR_LOG(1, "conn %08x: the holder cannot be given the connection: resetting it", local_token_);
-    apply_close_event_locked(CloseEvent::kAppAbort);
-    lock.unlock();
-    end_offer();
-    return true;
-  }
+  // new link. Those parked since the state was written down are not ours
+  // to act on any more.
+  die_here_in_tests("after_answer");
+  released_ = true;
+  discard_inbox_locked();
   handoff::publish(handoff_, handoff::kRehomed);
   counters().rehomed.fetch_add(1, std::memory_order_relaxed);
   SMCR_LOG(1, "conn %08x: re-homed to a forked child (its own link, no relay; the peer moved it in %lld us)",
@@ -542,7 +575,7 @@ bool Connection::rehome_to_child() {
   return true;
 }
 
-bool Connection::adopt_rehomed() {
+bool Connection::adopt_rehomed(int marker_wait_ms) {
   // Only this thread touches the object now: the word says kAdopting, and
   // other threads of this process wait for it. The locks are the parent's
   // copies from the fork (one may have been held then): made afresh.
@@ -553,7 +586,7 @@ bool Connection::adopt_rehomed() {
   std::atomic<uint32_t>* old_word = handoff_;
   const auto* snap = static_cast<const HandoverSnapshot*>(handoff::snapshot_area(old_word));
   int fds[2] = {-1, -1};
-  int n = handoff::drain_to_marker(app_fd_, fds, kHandoverWaitMs);
+  int n = handoff::drain_to_marker(app_fd_, fds, marker_wait_ms, handoff::kRehomeMarker);
   if (n < 1 || snap->magic != kSnapshotMagic || !group_) {
     for (int fd : fds)
       if (fd >= 0) sys::close(fd);
@@ -1832,6 +1865,19 @@ void Connection::process_item_locked(const InboxItem& item) {
     if (bell_owed_ && moved && !item.cdc.flags.peer_conn_closed && !item.cdc.flags.peer_conn_abort &&
         !sent_close_ && !sent_abort_ && ++link_cdcs_unrung_ >= 2)
       send_bell_locked();
+  }
+}
+
+void Connection::discard_inbox_locked() {
+  std::vector<InboxItem> parked;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    parked.swap(inbox_);
+    inbox_nonempty_.store(false, std::memory_order_release);
+  }
+  for (const InboxItem& item : parked) {
+    if (item.bell_fd >= 0) sys::close(item.bell_fd);
+    if (item.rehome_fd >= 0) rehome_peer_locked(item.rehome_fd, item.rehome_token);  // refused: released
   }
 }
 

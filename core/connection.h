@@ -266,6 +266,9 @@ class Connection {
   static constexpr int kAllLinks = 1000;
   void park(const InboxItem& item);
   void process_item_locked(const InboxItem& item);
+  // Empties the inbox without acting on it (the connection was re-homed):
+  // descriptors closed, a move the peer asks for refused.
+  void discard_inbox_locked();
   void process_cdc_locked(const cdc::Message& m);
   void link_down_locked(int slot);
   // Moves to another link of the group, writing our bytes in
@@ -354,7 +357,9 @@ class Connection {
   // Peer side of a re-homing: moves to the link `fd` and answers.
   void rehome_peer_locked(int fd, uint32_t peer_token);
   // Child side: takes the re-homed connection (the word says kAdopting).
-  bool adopt_rehomed();
+  // Takes over a connection re-homed to this process, waiting up to
+  // marker_wait_ms for its marker.
+  bool adopt_rehomed(int marker_wait_ms);
   // The fields a re-homed connection's new owner takes from the old one.
   struct HandoverSnapshot;
   void save_snapshot_locked(HandoverSnapshot* s) const;

@@ -1,5 +1,6 @@
 #include "core/handoff.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -33,7 +34,7 @@ constexpr size_t kSlots = 16384;
 
 struct alignas(64) Slot {
   std::atomic<uint32_t> word;
-  uint32_t unused;
+  std::atomic<int32_t> owner_pid;  // the process that allocated it
   unsigned char snapshot[kSnapshotBytes];
 };
 static_assert(offsetof(Slot, word) == 0);
@@ -41,6 +42,7 @@ static_assert(offsetof(Slot, word) == 0);
 struct Region {
   Slot* base = nullptr;
   uint64_t generation = 0;  // process_generation() of the process that mapped it
+  pid_t pid = 0;            // and its pid
   size_t next = 0;
   std::vector<uint32_t> free;
   std::vector<uint32_t> retired;  // re-homed: free once a holder took them
@@ -134,6 +136,7 @@ std::atomic<uint32_t>* alloc_state() {
     if (p == MAP_FAILED) return nullptr;
     g_region.base = static_cast<Slot*>(p);
     g_region.generation = process_generation();
+    g_region.pid = getpid();
     g_region.next = 0;
     g_region.free.clear();
     g_region.retired.clear();
@@ -154,7 +157,10 @@ std::atomic<uint32_t>* alloc_state() {
   } else if (g_region.next < kSlots) {
     s = &g_region.base[g_region.next++].word;
   }
-  if (s) s->store(kOwned, std::memory_order_release);
+  if (s) {
+    slot_of(s)->owner_pid.store(g_region.pid, std::memory_order_relaxed);
+    s->store(kOwned, std::memory_order_release);
+  }
   return s;
 }
 
@@ -180,6 +186,22 @@ void retire_state(std::atomic<uint32_t>* s) {
 }
 
 void* snapshot_area(std::atomic<uint32_t>* s) { return slot_of(s)->snapshot; }
+
+bool owner_gone(std::atomic<uint32_t>* s) {
+  if (!s) return false;
+  pid_t pid = slot_of(s)->owner_pid.load(std::memory_order_relaxed);
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  // Killed but not reaped yet: a zombie answers kill().
+  char path[64], stat[512] = {};
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return errno == ENOENT;
+  ssize_t n = sys::read(fd, stat, sizeof stat - 1);
+  sys::close(fd);
+  const char* end = n > 0 ? strrchr(stat, ')') : nullptr;
+  return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
 
 void publish(std::atomic<uint32_t>* s, State v) {
   if (!s) return;
@@ -208,8 +230,8 @@ State wait_while(std::atomic<uint32_t>* s, std::initializer_list<State> states, 
   }
 }
 
-bool send_marker(int engine_end, std::span<const int> fds) {
-  char byte = 'H';
+bool send_marker(int engine_end, std::span<const int> fds, char kind) {
+  char byte = kind;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
   if (fds.empty() || fds.size() > 4) return false;
@@ -235,7 +257,7 @@ bool send_marker(int engine_end, std::span<const int> fds) {
   }
 }
 
-int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms) {
+int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms, char kind) {
   int64_t deadline = sys::now_ms() + timeout_ms;
   char junk[256];
   for (;;) {
@@ -248,6 +270,8 @@ int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms) {
     m.msg_controllen = sizeof control;
     ssize_t n = ::recvmsg(app_end, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n > 0) {
+      // The marker's byte is the last one read: the receive stopped after it.
+      bool wanted = junk[n - 1] == kind;
       int got = -1;
       for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
         if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
@@ -256,12 +280,12 @@ int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms) {
         for (size_t i = 0; i < count; ++i) {
           int fd;
           std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-          if (static_cast<size_t>(got) < fds.size()) fds[static_cast<size_t>(got++)] = fd;
+          if (wanted && static_cast<size_t>(got) < fds.size()) fds[static_cast<size_t>(got++)] = fd;
           else sys::close(fd);
         }
       }
-      if (got >= 0) return got;
-      continue;  // readiness bytes before the marker
+      if (got >= 0 && wanted) return got;
+      continue;  // readiness bytes before the marker, or a void marker
     }
     if (n == 0) return -1;
     if (errno == EINTR) continue;

@@ -74,12 +74,23 @@ State wait_while(std::atomic<uint32_t>* s, std::initializer_list<State> states, 
 // The readiness socket's marker: one byte carrying descriptors (SCM_RIGHTS).
 // An AF_UNIX stream receive stops after the bytes that carry descriptors,
 // so a holder that reads up to the marker has read exactly the readiness
-// bytes before it (never data), and gets the descriptors.
-bool send_marker(int engine_end, std::span<const int> fds);
-// Reads `app_end` up to and including the marker (waiting up to
-// timeout_ms); returns how many descriptors came with it (at most
-// fds.size(), the rest closed), or -1.
-int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms);
+// bytes before it (never data), and gets the descriptors. The byte says
+// which: a re-homed connection's link end and the peer's bell come before
+// the owner asks the peer to move it (a holder whose owner then dies still
+// has them); a relay's stream starts after its own marker, which may come
+// after a re-homing marker the peer's refusal made void.
+inline constexpr char kRehomeMarker = 'H';
+inline constexpr char kRelayMarker = 'R';
+bool send_marker(int engine_end, std::span<const int> fds, char kind);
+// Reads `app_end` up to and including the marker of `kind` (waiting up to
+// timeout_ms), closing the descriptors of other markers on the way; returns
+// how many descriptors came with it (at most fds.size(), the rest closed),
+// or -1.
+int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms, char kind);
+
+// Whether the process that owns the word (allocated it) has ended: killed,
+// or a zombie. A holder that claimed the connection stops waiting for it.
+bool owner_gone(std::atomic<uint32_t>* s);
 
 // The link message asking the peer to move a connection to the link whose
 // end comes with it (SCM_RIGHTS), and the peer's answer on the old link:

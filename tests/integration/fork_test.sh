@@ -243,6 +243,43 @@ check "SMC-R: every child's echo intact (30 MB each) after its parent was killed
   [ "$(grep -c '^echo=ok$' <<<"$KOUT")" = 4 ]
 check "SMC-R: those connections moved to the children ($(stat_sum smc_active) SMC-R, $(stat_sum rehomed_peer) moved by the clients, $(stat_sum aborts) aborts)" \
   [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum rehomed_peer)" = 4 -a "$(stat_sum aborts)" = 0 ]
+
+# --- the parent killed while it hands a connection over ------------------------
+# Fault injection (SMCR_TEST_DIE_IN_REHOME): the accepting parent kills itself
+# in the middle of moving a connection to its child. After the peer moved it
+# ("after_answer"), the child has everything it needs (state and link end
+# came before the request): it takes the connection over and the echo is
+# intact. Before the peer was asked ("before_ask"), the connection is lost
+# (its link died with the parent): both ends see it end within seconds, and
+# neither hangs nor gets EOPNOTSUPP. Plain TCP cannot be killed in that
+# window: no comparison.
+die_run() {  # die_run POINT -> DOUT (the client's line), DSECS
+  local port ready="$TEST_TMP/die_ready.$1"; port=$(free_port)
+  rm -f "$ready" "$ready".*
+  reset_stats
+  SMCR_TEST_DIE_IN_REHOME=$1 bg under_smc python3 -c "$SERVERS" killed "$port" 1 "$ready" 2>"$TEST_TMP/die_err.$1"
+  wait_port "$port" || { log "server did not start"; DOUT=; return 1; }
+  local t0=$SECONDS
+  DOUT=$(under_smc timeout 60 python3 -c "$CLIENT" "$port" 3000000 2>&1 | tail -1)
+  DSECS=$((SECONDS - t0))
+  # The child ends with its connection, whatever became of it.
+  local t=0
+  while pgrep -f "python3 -c.*killed $port" >/dev/null && [ $t -lt 100 ]; do sleep 0.1; t=$((t + 1)); done
+  DCHILD_LEFT=$(pgrep -f "python3 -c.*killed $port" | wc -l)
+  DERR=$(grep -o "[A-Za-z]*Error: .*" "$TEST_TMP/die_err.$1" | head -1)
+  log "parent killed $1: client: $DOUT (${DSECS} s); processes of the server left: $DCHILD_LEFT; child: ${DERR:-no error}"
+}
+die_run after_answer
+check "killed after the peer moved the connection: the child took it over, echo intact ($DOUT)" \
+  [ "$DOUT" = "echo=ok" ]
+check "... adopted by the child ($(stat_sum adopted)), moved by the client ($(stat_sum rehomed_peer)), no abort" \
+  [ "$(stat_sum adopted)" = 1 -a "$(stat_sum rehomed_peer)" = 1 -a "$(stat_sum aborts)" = 0 ]
+check "... and the child ended" [ "$DCHILD_LEFT" = 0 ]
+die_run before_ask
+check "killed before the peer was asked: the client's connection ends ($DOUT) within 20 s (${DSECS} s), no hang" \
+  [ -n "$DOUT" -a "$DOUT" != "echo=ok" -a "$DSECS" -lt 20 ]
+check "... and the child ended: it saw the connection end (${DERR:-EOF}), not EOPNOTSUPP" \
+  bash -c '[ "$1" = 0 ] && ! grep -qi "not supported" <<<"$2"' _ "$DCHILD_LEFT" "$DERR"
 # --- addresses after exec (sshd re-executes itself per connection) -----------
 # The exec'd program holds the handed-over stream: getpeername, getsockname
 # and SO_DOMAIN/SO_PROTOCOL (Python's socket(fileno=) asks them) must be the

@@ -6,11 +6,14 @@
 #include "core/handoff.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 
 namespace smcr::handoff {
@@ -70,10 +73,10 @@ TEST(Marker, AReaderGetsOnlyTheBytesBeforeItAndItsDescriptors) {
   int carried[2];
   ASSERT_EQ(pipe(carried), 0);
   int one[1] = {carried[0]};
-  ASSERT_TRUE(send_marker(engine_end, one));
+  ASSERT_TRUE(send_marker(engine_end, one, kRehomeMarker));
   ASSERT_EQ(send(engine_end, "data", 4, 0), 4);
   int got[2] = {-1, -1};
-  ASSERT_EQ(drain_to_marker(app_end, got, 1000), 1);
+  ASSERT_EQ(drain_to_marker(app_end, got, 1000, kRehomeMarker), 1);
   ASSERT_GE(got[0], 0);
   // The descriptor is the pipe's read end: what goes in the write end comes out.
   ASSERT_EQ(write(carried[1], "x", 1), 1);
@@ -91,10 +94,87 @@ TEST(Marker, NoMarkerMeansNoDescriptors) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   ASSERT_EQ(send(sv[1], "r", 1, 0), 1);
   int got[1] = {-1};
-  EXPECT_EQ(drain_to_marker(sv[0], got, 50), -1);  // times out
+  EXPECT_EQ(drain_to_marker(sv[0], got, 50, kRelayMarker), -1);  // times out
   close(sv[1]);
-  EXPECT_EQ(drain_to_marker(sv[0], got, 1000), -1);  // end of stream
+  EXPECT_EQ(drain_to_marker(sv[0], got, 1000, kRelayMarker), -1);  // end of stream
   close(sv[0]);
+}
+
+// A re-homing marker the peer's refusal made void, then the relay's: the
+// relay's reader skips the first (closing what it carried) and stops at its own.
+TEST(Marker, AReaderOfOneKindSkipsTheOtherAndClosesItsDescriptors) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int app_end = sv[0], engine_end = sv[1];
+  int voided[2], relay[2];
+  ASSERT_EQ(pipe(voided), 0);
+  ASSERT_EQ(pipe(relay), 0);
+  ASSERT_EQ(send(engine_end, "r", 1, 0), 1);
+  int first[1] = {voided[0]};
+  ASSERT_TRUE(send_marker(engine_end, first, kRehomeMarker));
+  close(voided[0]);
+  ASSERT_EQ(send(engine_end, "rr", 2, 0), 2);
+  int second[1] = {relay[0]};
+  ASSERT_TRUE(send_marker(engine_end, second, kRelayMarker));
+  ASSERT_EQ(send(engine_end, "data", 4, 0), 4);
+  int got[1] = {-1};
+  ASSERT_EQ(drain_to_marker(app_end, got, 1000, kRelayMarker), 1);
+  // The void marker's descriptor was closed: its pipe has no reader left.
+  signal(SIGPIPE, SIG_IGN);
+  EXPECT_EQ(write(voided[1], "x", 1), -1);
+  EXPECT_EQ(errno, EPIPE);
+  ASSERT_EQ(write(relay[1], "y", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(got[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  char rest[8] = {};
+  ASSERT_EQ(recv(app_end, rest, sizeof rest, MSG_DONTWAIT), 4);
+  EXPECT_EQ(std::memcmp(rest, "data", 4), 0);
+  for (int fd : {app_end, engine_end, voided[1], relay[0], relay[1], got[0]}) close(fd);
+}
+
+// A holder waiting on its claim learns that the owner died, killed or a
+// zombie not reaped yet, and not while it lives. The owner is a child of
+// this test (so that the test decides when it is reaped); the holder is
+// the owner's child, which maps the owner's words.
+TEST(StateWord, OwnerGoneOnlyOnceTheOwnerHasDied) {
+  int report[2], reaped[2];
+  ASSERT_EQ(pipe(report), 0);
+  ASSERT_EQ(pipe(reaped), 0);
+  pid_t owner = fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    std::atomic<uint32_t>* word = alloc_state();
+    int alive[2];
+    if (!word || pipe(alive) != 0) _exit(2);
+    pid_t holder = fork();
+    if (holder == 0) {
+      char b;
+      char line[3] = {owner_gone(word) ? '1' : '0', 0, 0};
+      (void)!write(alive[1], "x", 1);
+      for (int i = 0; i < 2000 && !owner_gone(word); ++i) usleep(1000);
+      line[1] = owner_gone(word) ? '1' : '0';  // a zombie: the test has not reaped it
+      (void)!write(report[1], line, 2);
+      (void)!read(reaped[0], &b, 1);
+      line[2] = owner_gone(word) ? '1' : '0';
+      (void)!write(report[1], line + 2, 1);
+      _exit(0);
+    }
+    char b;
+    (void)!read(alive[0], &b, 1);  // the holder has looked while we live
+    _exit(0);
+  }
+  char got[4] = {};
+  ASSERT_EQ(read(report[0], got, 2), 2);
+  int status;
+  ASSERT_EQ(waitpid(owner, &status, 0), owner);
+  ASSERT_EQ(write(reaped[1], "x", 1), 1);
+  ASSERT_EQ(read(report[0], got + 2, 1), 1);
+  EXPECT_EQ(got[0], '0') << "the owner was alive";
+  EXPECT_EQ(got[1], '1') << "the owner was a zombie";
+  EXPECT_EQ(got[2], '1') << "the owner was reaped";
+  EXPECT_FALSE(owner_gone(alloc_state()));  // ours: alive
+  for (int fd : {report[0], report[1], reaped[0], reaped[1]}) close(fd);
 }
 
 TEST(StateWord, TransitionsAreSeenByAForkedChild) {
