@@ -146,13 +146,33 @@ Counters& counters() {
 
 void count_fallback(Fallback f) { counters().fallback[static_cast<int>(f)].fetch_add(1, std::memory_order_relaxed); }
 
-std::string format_counters() {
+namespace {
+// Appends to a fixed buffer without allocating (the _exit hook writes the
+// counters from wherever _exit was called, a signal handler included).
+struct FixedText {
+  char* buf;
+  size_t cap, len = 0;
+  void add(const char* s) {
+    while (*s && len + 1 < cap) buf[len++] = *s++;
+  }
+  void add(uint64_t v) {
+    char digits[24];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n > 0 && len + 1 < cap) buf[len++] = digits[--n];
+  }
+};
+}  // namespace
+
+size_t format_counters_to(char* buf, size_t cap) {
   Counters& c = counters();
-  std::string out;
-  char line[128];
+  FixedText out{buf, cap};
   auto put = [&](const char* k, uint64_t v) {
-    snprintf(line, sizeof line, "%s %llu\n", k, static_cast<unsigned long long>(v));
-    out += line;
+    out.add(k);
+    out.add(" ");
+    out.add(v);
+    out.add("\n");
   };
   put("smc_active", c.smc_active.load());
   put("smc_passive", c.smc_passive.load());
@@ -160,8 +180,8 @@ std::string format_counters() {
   for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) total += c.fallback[i].load();
   put("fallback_total", total);
   for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) {
-    std::string k = std::string("fallback.") + fallback_name(static_cast<Fallback>(i));
-    put(k.c_str(), c.fallback[i].load());
+    out.add("fallback.");
+    put(fallback_name(static_cast<Fallback>(i)), c.fallback[i].load());
   }
   put("tx_bytes", c.tx_bytes.load());
   put("rx_bytes", c.rx_bytes.load());
@@ -194,8 +214,15 @@ std::string format_counters() {
   put("link_send_errors", c.link_send_errors.load());
   put("last_link_send_errno", static_cast<uint64_t>(c.last_link_send_errno.load()));
   put("protocol_violations", c.protocol_violations.load());
-  return out;
+  if (cap > 0) buf[out.len] = 0;
+  return out.len;
 }
+
+std::string format_counters() {
+  char buf[4096];
+  return std::string(buf, format_counters_to(buf, sizeof buf));
+}
+
 
 namespace {
 
@@ -239,6 +266,42 @@ const char* stats_dir() {  // the snapshot's (core/env.h): fixed for the process
   return dir;
 }
 }  // namespace
+
+void write_stats_file_from_exit() {
+  const char* dir = stats_dir();
+  if (!dir) return;
+  Counters& c = counters();
+  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
+  for (auto& f : c.fallback) activity += f;
+  if (activity == 0) return;
+  // Not waiting long: the holder may be the thread this call interrupted.
+  for (int i = 0; g_stats_writing.exchange(true, std::memory_order_acquire); ++i) {
+    if (i > 2000) return;
+    timespec ts{0, 1000};
+    nanosleep(&ts, nullptr);
+  }
+  char text[4096], path[512], tmp[520];
+  size_t n = format_counters_to(text, sizeof text);
+  FixedText p{path, sizeof path};
+  p.add(dir);
+  p.add("/smcr-");
+  p.add(static_cast<uint64_t>(::syscall(SYS_getpid)));
+  p.add(".txt");
+  path[p.len] = 0;
+  FixedText t{tmp, sizeof tmp};
+  t.add(path);
+  t.add(".tmp");
+  tmp[t.len] = 0;
+  int fd = static_cast<int>(::syscall(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd >= 0) {
+    bool ok = sys::write(fd, text, n) == static_cast<ssize_t>(n);
+    sys::close(fd);
+    if (!ok || ::syscall(SYS_rename, tmp, path) != 0) ::syscall(SYS_unlink, tmp);
+  }
+  g_stats_writing.store(false, std::memory_order_release);
+}
+
+bool stats_enabled() { return stats_dir() != nullptr; }
 
 void write_stats_file() {
   const char* dir = stats_dir();

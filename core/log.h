@@ -78,7 +78,7 @@ Counters& counters();
 void count_fallback(Fallback f);
 
 // "key value" lines, in $SMCR_STATS_DIR/smcr-<pid>.txt (written atomically:
-// a temporary file, then rename). Written at exit, and kept current while the
+// a temporary file, then rename). Written at exit (and _exit), and kept current while the
 // process runs: the engine thread rewrites it, when the counters changed, at
 // most every kStatsRefreshMs, so that a process killed by a signal's default
 // action (SIGTERM, SIGKILL, ...), which runs no exit code, leaves its counters
@@ -86,7 +86,15 @@ void count_fallback(Fallback f);
 // itself from the application's sigaction() and could not cover SIGKILL.)
 // A file that cannot be written is reported once on stderr (path, errno).
 std::string format_counters();
+// The same without allocating (the text is cut at cap - 1 bytes); returns
+// its length.
+size_t format_counters_to(char* buf, size_t cap);
 void write_stats_file();
+// At _exit (which runs no library destructor): the same file, written with
+// no allocation, no lock held for long and no message, so that it is safe
+// wherever _exit may be called (a signal handler included).
+void write_stats_file_from_exit();
+bool stats_enabled();
 constexpr int kStatsRefreshMs = 250;
 // How long the engine may sleep for the refresh (-1: no stats file asked for).
 int stats_refresh_ms();

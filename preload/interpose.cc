@@ -112,6 +112,18 @@ F real_function(std::atomic<F>& slot, const char* name) {
   return f;
 }
 
+// This process's pid, kept across fork(): a vfork()/posix_spawn child runs
+// in its parent's memory (counters included) until it execs or exits, and
+// must not write them as its own (see _exit).
+std::atomic<pid_t> g_own_pid{0};
+void note_own_pid() {
+  g_own_pid.store(static_cast<pid_t>(::syscall(SYS_getpid)), std::memory_order_relaxed);
+  static const int atfork = pthread_atfork(nullptr, nullptr, [] {
+    g_own_pid.store(static_cast<pid_t>(::syscall(SYS_getpid)), std::memory_order_relaxed);
+  });
+  (void)atfork;
+}
+
 __attribute__((constructor(101))) void resolve_all() {
   smcr::snapshot_env();  // before the program can clear its environment
   smcr::preload::exec_inherit::adopt_from_environment();
@@ -126,6 +138,8 @@ __attribute__((constructor(101))) void resolve_all() {
 #define SMCR_RESOLVE(name) real_function(g_real.name, #name);
   SMCR_INTERPOSED(SMCR_RESOLVE)
 #undef SMCR_RESOLVE
+  note_own_pid();
+  smcr::stats_enabled();  // its one-time lookup done now, not in an _exit
 }
 
 #define REAL(name) const auto real_##name = real_function(g_real.name, #name)
@@ -1409,6 +1423,20 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
   if (fdslen / sizeof(*fds) < n) __chk_fail();
   return ppoll(fds, n, ts, mask);
 }
+
+// _exit runs no library destructor, so the counters would be as the
+// engine last wrote them (at most 250 ms old): an accept-then-fork server's
+// child (Python's ForkingMixIn) ends this way moments after taking its
+// connection over. Its connections need nothing more: a close already sent
+// its CDC, and the kernel closes the rest as TCP's.
+void _exit(int status) {
+  if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_getpid)))
+    smcr::write_stats_file_from_exit();
+  ::syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+void _Exit(int status) { _exit(status); }
 
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struct timeval* tv) {
   REAL(select);
