@@ -187,9 +187,30 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
   return result;
 }
 
+// A whole CLC message server_may_run_inline() has just peeked at (on this
+// thread, before clc_server reads it): recv_clc need not look again.
+struct PeekedMessage {
+  int fd = -1;
+  size_t length = 0;
+};
+thread_local PeekedMessage t_peeked;
+
 // Reads one whole CLC message from the stream, or leaves the stream untouched
 // when the next bytes are not CLC (so the application still gets them).
 Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* hdr, bool spin = true) {
+  if (t_peeked.fd == fd) {
+    // Nobody else reads the socket before accept() returns it: the bytes
+    // are those seen, decoded again from what is read.
+    size_t length = t_peeked.length;
+    t_peeked = {};
+    out->assign(length, 0);
+    if (sys::recv(fd, out->data(), length, MSG_DONTWAIT) != static_cast<ssize_t>(length)) return Recv::kError;
+    clc::DecodeError err;
+    auto h = clc::decode_header(std::span<const uint8_t>(out->data(), length), &err);
+    if (!h || h->length != length) return Recv::kMalformedHeader;
+    *hdr = *h;
+    return Recv::kMessage;
+  }
   // Usually the whole message is queued at once: one peek shows it; else
   // watch for it a while (ClcSpin) before sleeping.
   ClcSpin watch(spin, &g_answer_spins);
@@ -1400,6 +1421,7 @@ bool client_spoke(int tcp_fd) {
 }
 
 bool server_may_run_inline(int tcp_fd) {
+  t_peeked = {};
   ClcSpin watch;
   uint8_t buf[clc::kMaxMessageLen];
   do {
@@ -1410,14 +1432,20 @@ bool server_may_run_inline(int tcp_fd) {
     auto h = clc::decode_header(bytes);
     if (!h || h->type != clc::Type::kProposal) return true;  // not CLC, or a Decline: no wait
     if (h->length > static_cast<size_t>(n)) continue;        // the rest is still to come
+    // Inline: clc_server, next on this thread, reads this whole message
+    // without a second look (recv_clc).
+    auto read_next = [&](bool run_inline) {
+      if (run_inline) t_peeked = {tcp_fd, h->length};
+      return run_inline;
+    };
     auto prop = clc::decode_proposal(bytes.first(h->length));
-    if (!prop || !prop->offers_smcr_v1) return true;  // declined at once
+    if (!prop || !prop->offers_smcr_v1) return read_next(true);  // declined at once
     bool shm = shm_gid_is_local(prop->gid);
-    if (LinkGroup::serves_client(prop->peer_id, shm)) return true;
+    if (LinkGroup::serves_client(prop->peer_id, shm)) return read_next(true);
 #ifdef SMCR_HAVE_VERBS
-    return shm && !Engine::get().serve_shm_rendezvous();  // a first contact, unless declined at once
+    return read_next(shm && !Engine::get().serve_shm_rendezvous());  // a first contact, unless declined at once
 #else
-    return !shm || !Engine::get().serve_shm_rendezvous();
+    return read_next(!shm || !Engine::get().serve_shm_rendezvous());
 #endif
   } while (watch.again());
   return false;

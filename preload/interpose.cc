@@ -318,7 +318,8 @@ int connect_answer_wait_us() {
 
 // `listener` is the fd accept() took a server's `fd` from (-1 for a client).
 // `flow`: a client's short-flow key (core/short_flows.h), or 0.
-int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0) {
+// `accept_flags`: a server's accept4() flags (install()).
+int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0, int accept_flags = -1) {
   bool client = listener < 0;
   using smcr::bpfopt::Result;
   // An accepted child's record completes in the softirq that queued it, so
@@ -378,7 +379,7 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
       if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
       // Sets that watch the TCP socket must watch the readiness socket.
       smcr::preload::EarlyRegistrations early = smcr::preload::epoll_unhook_before_takeover(fd);
-      install(fd, o.conn, res);
+      install(fd, o.conn, res, accept_flags);
       if (!early.empty()) smcr::preload::epoll_rehook_after_takeover(real_function(g_real.epoll_ctl, "epoll_ctl"), fd, early);
       return 0;
     }
@@ -695,7 +696,8 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
                  smcr::sys::getsockname(nfd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
                  smcr::sys::getpeername(nfd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
                  policy_allows(port_of(reinterpret_cast<sockaddr*>(&local)), reinterpret_cast<sockaddr*>(&peer));
-  after_tcp_established(nfd, fd, allowed);  // a server's never fails: see kTerminate
+  // a server's never fails: see kTerminate
+  after_tcp_established(nfd, fd, allowed, 0, flags & (SOCK_NONBLOCK | SOCK_CLOEXEC));
   if (!fd_table().has_conn(nfd)) smcr::preload::epoll_settled(nfd);
   return nfd;
 }

@@ -79,9 +79,9 @@ void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_opt
 
 }  // namespace
 
-void install(int fd, Connection* c, const Reserved& r) {
-  int status = sys::fcntl(fd, F_GETFL);
-  int fdflags = sys::fcntl(fd, F_GETFD);
+void install(int fd, Connection* c, const Reserved& r, int accept_flags) {
+  int status = accept_flags >= 0 ? ((accept_flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) : sys::fcntl(fd, F_GETFL);
+  int fdflags = accept_flags >= 0 ? ((accept_flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0) : sys::fcntl(fd, F_GETFD);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   attach(c, r, status & O_NONBLOCK, fd_table().flags(fd) & kFdDefaultOptions);
   Connection* old = fd_table().set(fd, c);

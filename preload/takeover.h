@@ -27,7 +27,9 @@ Reserved reserve(int fd);
 
 // Replaces the TCP socket at `fd` with the readiness socket of `c`; the TCP
 // socket lives on at the reserved number (it still carries FIN/RST).
-void install(int fd, Connection* c, const Reserved& r);
+// `accept_flags`: accept4()'s SOCK_NONBLOCK/SOCK_CLOEXEC when `fd` was just
+// accepted (the application has not seen it: its flags are those), else -1.
+void install(int fd, Connection* c, const Reserved& r, int accept_flags = -1);
 
 // --- deferred accept (HandshakeRequest::may_defer_confirm)
 
