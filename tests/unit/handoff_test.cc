@@ -63,6 +63,19 @@ TEST(Rehome, MalformedMessagesAreNotRequests) {
   EXPECT_FALSE(decode_rehome(std::span<const uint8_t>(wire.data(), 43)));
 }
 
+// The descriptor a marker carried is the pipe's read end (what goes in
+// `pipe_in` comes out of `carried`), and "data" after the marker is left
+// for the stream's reader.
+void expect_carried_pipe_then_data(int pipe_in, int carried, int app_end) {
+  ASSERT_EQ(write(pipe_in, "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(carried, &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  char rest[8] = {};
+  ASSERT_EQ(recv(app_end, rest, sizeof rest, MSG_DONTWAIT), 4);
+  EXPECT_EQ(std::memcmp(rest, "data", 4), 0);
+}
+
 TEST(Marker, AReaderGetsOnlyTheBytesBeforeItAndItsDescriptors) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -78,14 +91,7 @@ TEST(Marker, AReaderGetsOnlyTheBytesBeforeItAndItsDescriptors) {
   int got[2] = {-1, -1};
   ASSERT_EQ(drain_to_marker(app_end, got, 1000, kRehomeMarker), 1);
   ASSERT_GE(got[0], 0);
-  // The descriptor is the pipe's read end: what goes in the write end comes out.
-  ASSERT_EQ(write(carried[1], "x", 1), 1);
-  char c = 0;
-  ASSERT_EQ(read(got[0], &c, 1), 1);
-  EXPECT_EQ(c, 'x');
-  char rest[8] = {};
-  ASSERT_EQ(recv(app_end, rest, sizeof rest, MSG_DONTWAIT), 4);
-  EXPECT_EQ(std::memcmp(rest, "data", 4), 0);
+  expect_carried_pipe_then_data(carried[1], got[0], app_end);
   for (int fd : {app_end, engine_end, carried[0], carried[1], got[0]}) close(fd);
 }
 
@@ -123,13 +129,7 @@ TEST(Marker, AReaderOfOneKindSkipsTheOtherAndClosesItsDescriptors) {
   signal(SIGPIPE, SIG_IGN);
   EXPECT_EQ(write(voided[1], "x", 1), -1);
   EXPECT_EQ(errno, EPIPE);
-  ASSERT_EQ(write(relay[1], "y", 1), 1);
-  char c = 0;
-  ASSERT_EQ(read(got[0], &c, 1), 1);
-  EXPECT_EQ(c, 'y');
-  char rest[8] = {};
-  ASSERT_EQ(recv(app_end, rest, sizeof rest, MSG_DONTWAIT), 4);
-  EXPECT_EQ(std::memcmp(rest, "data", 4), 0);
+  expect_carried_pipe_then_data(relay[1], got[0], app_end);
   for (int fd : {app_end, engine_end, voided[1], relay[0], relay[1], got[0]}) close(fd);
 }
 
