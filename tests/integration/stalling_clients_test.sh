@@ -17,41 +17,12 @@ require_bpf
 FAKE="$SMCR_BUILD_DIR/tests/integration/fake_peer"
 export SMCR_CLC_TIMEOUT_MS=20000
 
-SERVER='
-import select, socket, sys
-port = int(sys.argv[1])
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", port)); l.listen(256)
-socks = [l]
-while True:
-    for s in select.select(socks, [], [])[0]:
-        if s is l:
-            c, _ = l.accept(); socks.append(c); continue
-        try: b = s.recv(65536)
-        except OSError: b = b""
-        if b:
-            try: s.sendall(b)
-            except OSError: pass
-        else:
-            socks.remove(s); s.close()
-'
-CLIENTS='
-import socket, sys, time
-port, n = int(sys.argv[1]), int(sys.argv[2])
-lat, ok = [], 0
-t0 = time.time()
-for i in range(n):
-    t = time.time()
-    s = socket.create_connection(("127.0.0.1", port)); s.sendall(b"ping %d" % i)
-    if s.recv(100) == b"ping %d" % i: ok += 1
-    lat.append(time.time() - t); s.close()
-lat.sort()
-print("served=%d total_s=%.3f p50_ms=%.2f p99_ms=%.2f" % (ok, time.time() - t0, 1000 * lat[len(lat) // 2], 1000 * lat[int(len(lat) * 0.99) - 1]))
-'
+SERVER="$SMCR_SOURCE_DIR/tools/bench/stall_server.py"
+CLIENTS="$SMCR_SOURCE_DIR/tools/bench/connect_clients.py"
 run() {  # run with|without -> OUT
   local port; port=$(free_port)
   reset_stats
-  bg under_smc python3 -c "$SERVER" "$port"
+  bg under_smc python3 "$SERVER" "$port"
   wait_port "$port" || { log "server did not start"; return 1; }
   local spid; spid=$(listener_pid "$port")  # the server itself, not its wrapper
   local stallers=()
@@ -64,7 +35,7 @@ run() {  # run with|without -> OUT
     done
     sleep 1  # all 15 connected and stalled before the first normal client
   fi
-  OUT=$(under_smc timeout 120 python3 -c "$CLIENTS" "$port" 200 2>&1)
+  OUT=$(under_smc timeout 120 python3 "$CLIENTS" "$port" 200 2>&1)
   log "$1 stalling clients: $OUT"
   if [ ${#stallers[@]} -gt 0 ]; then
     kill "${stallers[@]}" 2>/dev/null
