@@ -39,7 +39,7 @@
 #       starting a program more than 10 ms later than plain LD_PRELOAD in the
 #       same run (issue 15's bound; a difference of two interleaved medians);
 #       override with BENCH_MAX_LAT_RATIO / BENCH_MIN_RATE_RATIO /
-#       BENCH_MIN_SHORT_RATIO / BENCH_MAX_START_MS / BENCH_MAX_STALL_RATIO (stalled CLCs beside: p99 over 2x the calm run's). Never compares absolute times. Leaves out pg (unless -s names it): its
+#       BENCH_MIN_SHORT_RATIO / BENCH_MAX_START_MS / BENCH_MAX_STALL_RATIO (stalled CLCs beside: p99 over 3x the calm run's). Never compares absolute times. Leaves out pg (unless -s names it): its
 #       rows have no gate, and a database cluster to create would double its time.
 #   -B  do not rebuild   -k  keep the logs   -d  SMCR_DEBUG=1 also in the short-lived
 #       connection runs (elsewhere it is on: the smc_run processes' logs are in the run's
@@ -448,12 +448,14 @@ bench_pg() {  # bench_pg MODE select|tpcb KEY
 # with (the SMC-R column) 21 clients that offer SMC-R and then stall their
 # handshake (7 silent, 7 with half a Proposal, 7 without a Confirm; the
 # test's fake peer), connected first and held for the whole run (CLC
-# timeout 60 s). Issue 15's target: within 2x (gated in quick mode at
-# BENCH_MAX_STALL_RATIO). Both columns are SMC-R runs, each proven by its
+# timeout 60 s). Issue 15's target: within 2x (quick mode gates at
+# BENCH_MAX_STALL_RATIO, default 3x). Both columns are SMC-R runs, each proven by its
 # clients' counters.
 FAKE="$root/build/tests/integration/fake_peer"
 STALL_N=1000; [ "$QUICK" = 1 ] && STALL_N=300
-MAX_STALL_RATIO=${BENCH_MAX_STALL_RATIO:-2}
+# Quick mode's 300 clients make a p99 of their 4th-slowest: one hiccup of a
+# shared CI machine moves it, so the gate there is looser than the target.
+MAX_STALL_RATIO=${BENCH_MAX_STALL_RATIO:-$( [ "$QUICK" = 1 ] && echo 3 || echo 2)}
 bench_stall() {  # bench_stall tcp|smc: without | with the stalling clients
   local mode=$1 phase=calm; [ "$mode" = smc ] && phase=stalled
   local port; port=$(free_port); D=$(newdir stall "$mode")
