@@ -516,6 +516,13 @@ bool Connection::rehome_to_child() {
   // meanwhile, nothing changes the state: what the peer sends before its
   // answer is also in the shared CDC page, which the holder reads when it
   // takes the connection over.
+  // From here the peer's own request to move the connection (both ends
+  // handing it over at once) is refused, parked or not: both then relay.
+  rehoming_.store(true);
+  struct EndRehoming {
+    std::atomic<bool>& flag;
+    ~EndRehoming() { flag.store(false); }
+  } end_rehoming{rehoming_};
   drain_inbox_locked();
   pull_cdc_locked();
   save_snapshot_locked(static_cast<HandoverSnapshot*>(handoff::snapshot_area(handoff_)));
@@ -532,9 +539,7 @@ bool Connection::rehome_to_child() {
   ask.receiver_token = peer_token_;
   ask.sender_token = local_token_;
   int64_t asked_ns = sys::now_ns();
-  rehoming_.store(true);
   bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
-  rehoming_.store(false);
   sys::close(peer_end);
   if (!moved) {
     // The holder skips the marker (the relay sends its own).
@@ -672,8 +677,8 @@ void Connection::rehome_peer_locked(int fd, uint32_t peer_token) {
   LinkGroup* old = group_;
   Link* old_link = link_;
   LinkGroup* fresh = nullptr;
-  if (old && old_link && !released_ && peer_token == peer_token_ && rx_control_ && old->shm() &&
-      old->link_slots() == 1) {
+  if (old && old_link && !released_ && !rehoming_.load() && peer_token == peer_token_ && rx_control_ &&
+      old->shm() && old->link_slots() == 1) {
     // The old group keeps a hold until our answer is posted on its link.
     fresh = old->rehome_connection(local_token_, std::make_unique<ShmLink>(sys::hide_fd(fd)),
                                    peer_rmb_on_[static_cast<size_t>(slot_)]);

@@ -125,8 +125,8 @@ for _ in range(n):
     c, _ = l.accept()
     if os.fork() == 0:
         l.close()
-        if kind == "killed":   # echoes itself, while its parent is killed
-            first = True
+        if kind in ("killed", "echo_child"):   # echoes itself (while its parent is killed)
+            first = kind == "killed"
             while True:
                 b = c.recv(65536)
                 if not b: break
@@ -156,6 +156,10 @@ import hashlib, os, socket, sys, threading, time
 port, size = int(sys.argv[1]), int(sys.argv[2])
 pace = float(sys.argv[3]) if len(sys.argv) > 3 else 0   # seconds between MBs
 s = socket.create_connection(("127.0.0.1", port))
+if len(sys.argv) > 4 and sys.argv[4] == "fork":   # a child uses what its parent connected
+    pid = os.fork()
+    if pid:
+        s.close(); os.waitpid(pid, 0); sys.exit(0)
 data = os.urandom(size)
 def writer():
     if pace:
@@ -247,6 +251,30 @@ check "SMC-R: every child's echo intact (30 MB each) after its parent was killed
   [ "$(grep -c '^echo=ok$' <<<"$KOUT")" = 4 ]
 check "SMC-R: those connections moved to the children ($(stat_sum smc_active) SMC-R, $(stat_sum rehomed_peer) moved by the clients, $(stat_sum aborts) aborts)" \
   [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum rehomed_peer)" = 4 -a "$(stat_sum aborts)" = 0 ]
+
+# --- both ends hand the connection to a child at once ---------------------------
+# The server accepts and forks, the client connects and forks, both parents
+# close their copy: each end's child claims its side at about the same
+# moment, and each parent asks its peer to move the connection while the
+# peer asks the same. Whatever each end does (moves it, or relays it when
+# the other's request crossed its own), every echo is intact.
+both_run() {  # both_run plain|smc -> BOUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  bg $wrap python3 -c "$SERVERS" echo_child "$port" 10
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; BOUT=; return 1; }
+  BOUT=$(for i in $(seq 10); do $wrap timeout 60 python3 -c "$CLIENT" "$port" 2000000 0 fork 2>&1 | tail -1; done)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "$1 both ends forked: $(sort <<<"$BOUT" | uniq -c | tr '\n' ' ')"
+}
+both_run plain
+check "plain TCP, both ends handing over at once: every echo intact" [ "$(grep -c '^echo=ok$' <<<"$BOUT")" = 10 ]
+both_run smc
+check "SMC-R, both ends handing over at once: every echo intact (2 MB each)" [ "$(grep -c '^echo=ok$' <<<"$BOUT")" = 10 ]
+check "... all SMC-R, each moved or relayed at both ends, no abort ($(stat_sum smc_active) SMC-R, $(stat_sum rehomed) re-homed, $(stat_sum handovers) relayed, $(stat_sum aborts) aborts)" \
+  [ "$(stat_sum smc_active)" = 10 -a $(( $(stat_sum rehomed) + $(stat_sum handovers) )) = 20 -a "$(stat_sum aborts)" = 0 ]
 
 # --- the parent killed while it hands a connection over ------------------------
 # Fault injection (SMCR_TEST_DIE_IN_REHOME): the accepting parent kills itself
