@@ -93,7 +93,9 @@ run_pair "600 connections" "--max-conns 600" "--bytes 16K --conns 600"
 check "600 concurrent SMC-R connections intact" [ "$(field ok "$OUT")" = 600 ]
 check "600 connections: all SMC-R on both sides, no fallback" \
   [ "$(stat_sum smc_active)" = 600 -a "$(stat_sum smc_passive)" = 600 -a "$(stat_sum fallback_total)" = 0 ]
-check "600 connections: more than one link group per side ($(stat_sum lgr_created) created)" [ "$(stat_sum lgr_created)" -ge 6 ]
+# How many are open at once depends on the machine (an ASan build's client
+# ends early ones before it opens the last): at least two groups per side.
+check "600 connections: more than one link group per side ($(stat_sum lgr_created) created)" [ "$(stat_sum lgr_created)" -ge 4 ]
 
 run_pair "server closes first" "--mode source --bytes 8M --max-conns 1" "--mode source --bytes 8M"
 check "server writes 8 MiB and closes first: client reads all, then EOF" [ "$(field ok "$OUT")" = 1 ]
