@@ -50,11 +50,13 @@ struct Region {
 
 Slot* slot_of(std::atomic<uint32_t>* s) { return reinterpret_cast<Slot*>(s); }
 
+// Never destroyed (as the other state below): a connection that ends on
+// the engine thread while the process exits still frees its word.
 std::mutex g_mu;
-Region g_region;
+Region& g_region = *new Region;
 std::atomic<uint64_t> g_forks{0};
 // Offers waiting for a claim (their words), and whether the process exits.
-std::vector<std::atomic<uint32_t>*> g_offers;
+std::vector<std::atomic<uint32_t>*>& g_offers = *new std::vector<std::atomic<uint32_t>*>;
 std::atomic<bool> g_exiting{false};
 
 // The descriptors of the relays running in this process (under g_mu). An
@@ -71,7 +73,7 @@ struct HeldFd {
   dev_t dev;
   ino_t ino;
 };
-std::vector<HeldFd> g_held;
+std::vector<HeldFd>& g_held = *new std::vector<HeldFd>;
 uint64_t g_next_relay = 1;
 
 void close_relayed_in_child() {
