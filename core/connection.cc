@@ -1838,13 +1838,7 @@ void Connection::drain_inbox_locked() {
   // The CDC in memory first: a parked link message is never newer than it.
   pull_cdc_locked();
   if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
-  std::vector<InboxItem> parked;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    parked.swap(inbox_);
-    inbox_nonempty_.store(false, std::memory_order_release);
-  }
-  for (const InboxItem& item : parked) process_item_locked(item);
+  for (const InboxItem& item : take_inbox()) process_item_locked(item);
 }
 
 void Connection::process_item_locked(const InboxItem& item) {
@@ -1873,14 +1867,16 @@ void Connection::process_item_locked(const InboxItem& item) {
   }
 }
 
-void Connection::discard_inbox_locked() {
+std::vector<Connection::InboxItem> Connection::take_inbox() {
   std::vector<InboxItem> parked;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    parked.swap(inbox_);
-    inbox_nonempty_.store(false, std::memory_order_release);
-  }
-  for (const InboxItem& item : parked) {
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  parked.swap(inbox_);
+  inbox_nonempty_.store(false, std::memory_order_release);
+  return parked;
+}
+
+void Connection::discard_inbox_locked() {
+  for (const InboxItem& item : take_inbox()) {
     if (item.bell_fd >= 0) sys::close(item.bell_fd);
     if (item.rehome_fd >= 0) rehome_peer_locked(item.rehome_fd, item.rehome_token);  // refused: released
   }

@@ -269,6 +269,8 @@ class Connection {
   // Empties the inbox without acting on it (the connection was re-homed):
   // descriptors closed, a move the peer asks for refused.
   void discard_inbox_locked();
+  // What the inbox holds, emptying it.
+  std::vector<InboxItem> take_inbox();
   void process_cdc_locked(const cdc::Message& m);
   void link_down_locked(int slot);
   // Moves to another link of the group, writing our bytes in

@@ -1069,12 +1069,7 @@ namespace {
 // serves either side), then poll for the rest.
 bool server_answered(int fd, int wait_us) {
   int64_t until = sys::now_ns() + int64_t{1000} * wait_us;
-  ClcSpin watch(true, &g_answer_spins);
-  do {
-    uint8_t b;
-    ssize_t n = sys::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // bytes, EOF or an error: decide now
-  } while (watch.again());
+  if (client_spoke(fd, &g_answer_spins)) return true;
   for (;;) {
     int64_t left_us = (until - sys::now_ns()) / 1000;
     if (left_us <= 0) return false;
@@ -1410,8 +1405,8 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
 
 int64_t confirm_deadline(const PendingConfirm* p) { return p->deadline; }
 
-bool client_spoke(int tcp_fd) {
-  ClcSpin watch;
+bool client_spoke(int tcp_fd, SpinBackoff* backoff) {
+  ClcSpin watch(true, backoff);
   do {
     uint8_t b;
     ssize_t n = sys::recv(tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);

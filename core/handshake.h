@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/log.h"
+#include "core/spin_backoff.h"
 
 namespace smcr {
 
@@ -85,10 +86,13 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
 int64_t confirm_deadline(const PendingConfirm* p);
 
 // Server, before clc_server(): watches `tcp_fd` through the CLC spin
-// (SMCR_CLC_SPIN_US) for the client's first bytes (or its end of stream).
+// (SMCR_CLC_SPIN_US) for the client's first bytes (or its end of stream);
+// the client after its Proposal watches for the server's the same way.
 // False when none came: a slow or hostile client, whose handshake the
 // caller may run off the application's thread.
-bool client_spoke(int tcp_fd);
+// `backoff`: skip the spin after spins that saw nothing (a wait that sleeps
+// anyway); null: always spin (a decision taken on what the spin saw).
+bool client_spoke(int tcp_fd, SpinBackoff* backoff = nullptr);
 
 // Server, before clc_server(): whether the whole handshake may run in the
 // application's accept() without waiting on the client more than a round

@@ -226,14 +226,19 @@ std::string format_counters() {
 
 namespace {
 
+// Whether this process has counters worth a file. A forked child that took
+// connections over (adopted) made none itself.
+bool had_tcp_activity() {
+  Counters& c = counters();
+  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
+  for (auto& f : c.fallback) activity += f;
+  return activity != 0;
+}
+
 // `always`: write even if unchanged since the last write (at exit: the file
 // may have been removed meanwhile).
 void write_stats_locked(const char* dir, bool always) {
-  Counters& c = counters();
-  // A forked child that took connections over (adopted) made none itself.
-  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
-  for (auto& f : c.fallback) activity += f;
-  if (activity == 0) return;  // e.g. a wrapper process that never used TCP
+  if (!had_tcp_activity()) return;  // e.g. a wrapper process that never used TCP
   std::string s = format_counters();
   if (!always && s == g_stats_last) return;
   char path[512];
@@ -270,10 +275,7 @@ const char* stats_dir() {  // the snapshot's (core/env.h): fixed for the process
 void write_stats_file_from_exit() {
   const char* dir = stats_dir();
   if (!dir) return;
-  Counters& c = counters();
-  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
-  for (auto& f : c.fallback) activity += f;
-  if (activity == 0) return;
+  if (!had_tcp_activity()) return;
   // Not waiting long: the holder may be the thread this call interrupted.
   for (int i = 0; g_stats_writing.exchange(true, std::memory_order_acquire); ++i) {
     if (i > 2000) return;
