@@ -1235,12 +1235,17 @@ bool Connection::revoke_peer_bell_locked() {
   // flight: its byte would land in the child's stream. The peer holds the
   // count for a few instructions, but a loaded machine can deschedule it for
   // far longer than that.
-  int64_t deadline = sys::now_ms() + 2000;
+  bool quiet = wait_peer_quiet_locked(2000);
+  rd_armed_ = wr_armed_ = false;
+  pull_cdc_locked();
+  return quiet;
+}
+
+bool Connection::wait_peer_quiet_locked(int timeout_ms) {
+  int64_t deadline = sys::now_ms() + timeout_ms;
   bool quiet;
   while (!(quiet = cdcmem::ringing(rx_control_).load(std::memory_order_seq_cst) == 0) && sys::now_ms() < deadline)
     sched_yield();
-  rd_armed_ = wr_armed_ = false;
-  pull_cdc_locked();
   return quiet;
 }
 
@@ -1309,6 +1314,13 @@ void Connection::make_unwritable_locked() {
   // it, possibly still from its last wake-up: wr_filled_ may be stale, so
   // fill again (one failing send when it is still full).
   if (wr_filled_ && !rx_control_) return;
+  // A peer that took our last arming empties the socket until it finds it
+  // empty, and may still be at it (we saw its CDC and wrote since): it would
+  // take this filling too, and POLLOUT would return with the window full
+  // (nginx-tests' proxy_upgrade.t client gives up on that EAGAIN). It counts
+  // itself in `ringing` throughout; an arming it could take later is the
+  // one we set below, for a window it has opened.
+  if (rx_control_) wait_peer_quiet_locked(2000);
   sys::fill_socket(app_fd_);
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
@@ -1654,16 +1666,29 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
                  group_->link_num_at(slot_), static_cast<unsigned long long>(tx_bytes_));
         link_->take_down();
       }
-      if (done == want) return static_cast<ssize_t>(done);
+      if (done == want) {
+        // As TCP, whose socket stops being writable when a write fills its
+        // buffer: an event loop that writes on POLLOUT and gives up on EAGAIN
+        // (Perl's IO::Select loops, nginx-tests' clients) must not be told
+        // writable for a full window.
+        if (tx_window_full_) make_unwritable_locked();
+        return static_cast<ssize_t>(done);
+      }
       continue;
     }
+    // With CDCs through memory the peer's reader empties our socket (POLLOUT)
+    // when it consumes, before we have read its CDC: a poll or select may
+    // have reported writable for a window we still think full. Arming reads
+    // the newest CDC; when it opened the window, write (as TCP would, after
+    // reporting writable: event loops that close on EAGAIN there exist).
+    uint32_t seen = rx_control_seen_;
+    make_unwritable_locked();
+    if (rx_control_seen_ != seen && send_space_locked() > 0) continue;
     if (dontwait) {
-      make_unwritable_locked();
       if (done) return static_cast<ssize_t>(done);
       errno = EAGAIN;
       return -1;
     }
-    make_unwritable_locked();
     int fd = app_fd_;
     int timeout = sndtimeo_ms_;
     lock.unlock();

@@ -330,6 +330,9 @@ class Connection {
   // Takes the readiness socket back from the peer (before a handover);
   // false if a ring of the peer may still be on its way into it.
   bool revoke_peer_bell_locked();
+  // Waits (up to timeout_ms) until the peer neither rings our readiness
+  // socket nor empties it (cdcmem::ringing); false if it still did.
+  bool wait_peer_quiet_locked(int timeout_ms);
   // Sends the engine end of our readiness socket to the peer, alone.
   void send_bell_locked();
   // A CDC about to go on the link: whether our bell (still owed) may ride

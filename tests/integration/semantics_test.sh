@@ -160,6 +160,58 @@ check "SMC-R: select() then connect() says 0, then EISCONN, never EALREADY ($NBO
 check "SMC-R: those connections were SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive, $(stat_sum clc_threaded) client CLCs on threads)" \
   [ "$(stat_sum smc_active)" = 200 -a "$(stat_sum smc_passive)" = 200 -a "$(stat_sum clc_threaded)" -ge 1 ]
 
+# select() said writable, so a non-blocking send() writes something: Perl's
+# IO::Select loops (nginx-tests' proxy_upgrade.t client) close the connection
+# on that EAGAIN. The window fills over and over (a reader of 5000 bytes at a
+# time that pauses each MiB); the peer's reader reopening it races with the writer's next fill, so
+# the machine is kept busy meanwhile (the race needed it to show).
+WRSERVER='
+import socket, sys, time
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(1)
+c, _ = ls.accept(); got = 0
+while True:
+    if got % (1 << 20) < 5000: time.sleep(0.02)  # the writer fills any buffer meanwhile
+    b = c.recv(5000)
+    if not b: break
+    got += len(b)
+print("server_got=%d" % got)
+'
+WRCLIENT='
+import socket, sys, select
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.setblocking(False)
+msg = b"x" * 49152; total = int(sys.argv[2]); sent = eagain = unwritable = 0
+while sent < total:
+    if not select.select([], [s], [], 0)[1]:
+        unwritable += 1
+        if not select.select([], [s], [], 10)[1]: print("select_timeout"); break
+    try:
+        sent += s.send(msg)
+    except BlockingIOError:
+        eagain += 1
+s.close()
+print("sent=%d eagain_after_writable=%d times_unwritable=%d" % (sent, eagain, unwritable))
+'
+wr_run() {  # wr_run plain|smc -> WROUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port); reset_stats
+  local busy=() k
+  for k in 1 2; do timeout 60 sh -c 'while :; do :; done' & busy+=($!); done
+  bg $wrap python3 -c "$WRSERVER" "$port"
+  local spid=$BG_PID; wait_port "$port"
+  WROUT=$($wrap timeout 60 python3 -c "$WRCLIENT" "$port" $((16 << 20)) 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  kill "${busy[@]}" 2>/dev/null; wait "${busy[@]}" 2>/dev/null
+  log "select-writable then send $1: $WROUT"
+}
+wr_run plain
+check "plain TCP: the window filled ($WROUT) and no send() after select() said writable failed" \
+  [ "$(field times_unwritable "$WROUT")" -ge 1 -a "$(field eagain_after_writable "$WROUT")" = 0 ]
+wr_run smc
+check "SMC-R: the window filled ($WROUT) and no send() after select() said writable failed" \
+  [ "$(field times_unwritable "$WROUT")" -ge 1 -a "$(field eagain_after_writable "$WROUT")" = 0 ]
+check "SMC-R: that connection was SMC-R" [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+
 # Readiness, signals and errors, peer in the same process (readiness_tool).
 R="$SMCR_BUILD_DIR/tests/integration/readiness_tool"
 reset_stats
