@@ -277,11 +277,15 @@ both_run() {  # both_run plain|smc -> BOUT
 }
 both_run plain
 check "plain TCP, both ends handing over at once: every echo intact" [ "$(grep -c '^echo=ok$' <<<"$BOUT")" = 10 ]
-# Known bug (issue 15), there since re-homing landed: slowed down as an
-# ASan build is, 2-3 of 10 such connections are reset (the end that moved
-# first, then relayed the other end's crossing handover). Run from the
-# normal build.
-if ! skipped_under_asan "SMC-R, both ends handing over at once: known to lose 2-3 of 10 connections in an ASan build (issue 15)"; then
+# Not in an ASan build: GCC 12's libasan does not intercept fork(), so a
+# child forked while another thread of its parent is inside the ASan
+# allocator deadlocks at its first malloc. Here the client forks while the
+# shim's CLC thread may still be allocating: the client's child hung in
+# Python's at-fork lock re-initialisation (gdb: __sanitizer::Mutex::Lock
+# under PyThread_allocate_lock), its parent was killed by the timeout, and
+# the server's child saw the link to it fail (2-3 of 10 connections). From
+# the normal build: 10/10 intact, also beside two busy loops.
+if ! skipped_under_asan "SMC-R, both ends handing over at once: ASan's allocator is not fork-safe with threads (GCC 12's libasan intercepts no fork(): a client child forked during the shim's CLC thread's malloc deadlocks)"; then
   both_run smc
   check "SMC-R, both ends handing over at once: every echo intact (2 MB each)" [ "$(grep -c '^echo=ok$' <<<"$BOUT")" = 10 ]
   check "... all SMC-R, each moved or relayed at both ends, no abort ($(stat_sum smc_active) SMC-R, $(stat_sum rehomed) re-homed, $(stat_sum handovers) relayed, $(stat_sum aborts) aborts)" \
