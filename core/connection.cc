@@ -1319,8 +1319,9 @@ void Connection::make_unwritable_locked() {
   // take this filling too, and POLLOUT would return with the window full
   // (nginx-tests' proxy_upgrade.t client gives up on that EAGAIN). It counts
   // itself in `ringing` throughout; an arming it could take later is the
-  // one we set below, for a window it has opened.
-  if (rx_control_) wait_peer_quiet_locked(2000);
+  // one we set below, for a window it has opened. (Not for long: a peer
+  // killed while it counted itself would stall every full window.)
+  if (rx_control_) wait_peer_quiet_locked(200);
   sys::fill_socket(app_fd_);
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
