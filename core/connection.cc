@@ -645,8 +645,7 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
     // after. A ring the peer claimed may still be on its way.
     drain_readiness_locked();
     if (rd_armed_ && rx_control_ && !(cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed)) {
-      int64_t give_up = sys::now_ms() + 100;
-      while (cdcmem::ringing(rx_control_).load() != 0 && sys::now_ms() < give_up) sched_yield();
+      wait_peer_quiet_locked(100);
       drain_readiness_locked();
     }
     rd_armed_ = false;

@@ -162,9 +162,10 @@ check "SMC-R: those connections were SMC-R ($(stat_sum smc_active) active, $(sta
 
 # select() said writable, so a non-blocking send() writes something: Perl's
 # IO::Select loops (nginx-tests' proxy_upgrade.t client) close the connection
-# on that EAGAIN. The window fills over and over (a reader of 5000 bytes at a
-# time that pauses each MiB); the peer's reader reopening it races with the writer's next fill, so
-# the machine is kept busy meanwhile (the race needed it to show).
+# on that EAGAIN. The window fills over and over (a reader of 5000 bytes at
+# a time that pauses each MiB); the peer's reader reopening it races with
+# the writer's next fill, so the machine is kept busy meanwhile (the race
+# needed it to show).
 WRSERVER='
 import socket, sys, time
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
