@@ -23,6 +23,7 @@
 #include "core/cdc_mem.h"
 #include "core/engine.h"
 #include "core/env.h"
+#include "core/exec_carry.h"
 #include "core/fabric_shm.h"
 #include "core/handoff.h"
 #include "core/link_group.h"
@@ -147,6 +148,8 @@ Connection* Connection::create(const ConnectionSetup& s) {
   c->peer_token_ = s.peer_token;
   c->tcp_fd_ = s.tcp_fd;
   c->active_ = s.active;
+  c->rmb_memfd_ = s.rmb_memfd;
+  c->peer_rmb_memfd_ = s.peer_rmb_memfd;
   c->owner_generation_ = process_generation();
   c->forks_at_create_ = handoff::forks_made();
   c->handoff_ = handoff::alloc_state();
@@ -175,6 +178,7 @@ void Connection::reset_fields() {
   group_ = nullptr;
   link_ = nullptr;
   app_fd_ = engine_end_ = tcp_fd_ = -1;
+  rmb_memfd_ = peer_rmb_memfd_ = -1;  // closed with the RMBs (release_resources_locked)
   active_ = nonblocking_ = false;
   rcvtimeo_ms_ = sndtimeo_ms_ = -1;
   slot_ = 0;
@@ -198,6 +202,7 @@ void Connection::reset_fields() {
   user_fds_.store(1);
   handoff_ = nullptr;
   relayed_ = false;
+  carried_ = false;
   handover_seen_.store(false);
   wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
   rd_owed_ = 0;
@@ -267,8 +272,19 @@ bool Connection::foreign() const { return owner_generation_ != process_generatio
 
 void Connection::forget_in_child() {
   // Only this process's descriptors: the parent's connection is untouched.
-  for (int fd : {app_fd_, engine_end_, tcp_fd_, peer_bell_fd_})
+  for (int fd : {app_fd_, engine_end_, tcp_fd_, peer_bell_fd_, rmb_memfd_, peer_rmb_memfd_})
     if (fd >= 0) sys::close(fd);
+}
+
+void Connection::close_memfds_unless_own_link() {
+  if (!group_ || !group_->single_connection()) close_memfds();
+}
+
+void Connection::close_memfds() {
+  for (int* fd : {&rmb_memfd_, &peer_rmb_memfd_}) {
+    if (*fd >= 0) sys::close(*fd);
+    *fd = -1;
+  }
 }
 
 // How long a child's call on an inherited connection waits for the parent
@@ -409,6 +425,29 @@ void Connection::end_offer() {
 
 bool Connection::start_relaying(int* child_fd, int* own_fd) {
   std::lock_guard<Connection> lock(*this);
+  return start_relaying_locked(child_fd, own_fd);
+}
+
+bool Connection::relay_here(int* child_fd, int* own_fd) {
+  std::lock_guard<Connection> lock(*this);
+  if (!carried_ || relayed_ || foreign() || app_fd_ < 0) return false;
+  // Nothing is parked from now on: the relay reads the connection as any
+  // reader does, woken by the new readiness pair.
+  deferral_ = nullptr;
+  unpark_locked();
+  int old_app_end = app_fd_;
+  relayed_ = true;
+  if (!start_relaying_locked(child_fd, own_fd)) {
+    relayed_ = false;
+    return false;
+  }
+  // Our private copy of the application's socket, which is the stream now:
+  // the relay must see it hang up when the application's last copy closes.
+  sys::close(old_app_end);
+  return true;
+}
+
+bool Connection::start_relaying_locked(int* child_fd, int* own_fd) {
   if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0) return false;
   uint32_t unread = rx_space_.used(rx_prod_, rx_cons_).value_or(0);
   if (eof_signalled_ && unread > 0) {
@@ -563,6 +602,7 @@ bool Connection::rehome_to_child() {
     if (*fd >= 0) sys::close(*fd);
     *fd = -1;
   }
+  close_memfds();
   released_ = app_closed_ = true;
   state_ = CloseState::kClosed;
   timer_deadline_.store(0);
@@ -618,17 +658,7 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   spin_backoff_.reset();
   relayed_ = false;
   handover_seen_.store(false);
-  int fl = sys::fcntl(app_fd_, F_GETFL);
-  nonblocking_ = fl >= 0 && (fl & O_NONBLOCK);
-  for (bool receive : {true, false}) {
-    timeval tv{};
-    socklen_t len = sizeof tv;
-    int ms = -1;
-    if (sys::getsockopt(tcp_fd_, SOL_SOCKET, receive ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) == 0 &&
-        (tv.tv_sec || tv.tv_usec))
-      ms = static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
-    (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
-  }
+  read_descriptor_modes();
   handoff_ = handoff::alloc_state();
   forks_at_create_ = handoff::forks_made();
   owner_generation_ = process_generation();
@@ -640,25 +670,152 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   if (timer_deadline_.load() != 0) Engine::get().arm_timer(this);
   {
     std::lock_guard<Connection> lock(*this);
-    // What the readiness socket holds now is ours to settle: the parent's
-    // doorbell bytes (drained above, up to the marker) and any that came
-    // after. A ring the peer claimed may still be on its way.
-    drain_readiness_locked();
-    if (rd_armed_ && rx_control_ && !(cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed)) {
-      wait_peer_quiet_locked(100);
-      drain_readiness_locked();
-    }
-    rd_armed_ = false;
-    rd_owed_ = 0;
-    cdcmem::disarm(rx_control_, cdcmem::Want::kData);
-    pull_cdc_locked();
-    settle_readable_locked();
-    if (peer_write_closed(state_) && !eof_deferred_) signal_eof_locked();
+    settle_after_move_locked();
   }
   counters().adopted.fetch_add(1, std::memory_order_relaxed);
   SMCR_LOG(1, "conn %08x: taken over from the parent process (%lld us after the claim)", local_token_,
            claimed_ns_ ? static_cast<long long>((sys::now_ns() - claimed_ns_) / 1000) : -1LL);
   return true;
+}
+
+void Connection::read_descriptor_modes() {
+  int fl = sys::fcntl(app_fd_, F_GETFL);
+  nonblocking_ = fl >= 0 && (fl & O_NONBLOCK);
+  for (bool receive : {true, false}) {
+    timeval tv{};
+    socklen_t len = sizeof tv;
+    int ms = -1;
+    if (sys::getsockopt(tcp_fd_, SOL_SOCKET, receive ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) == 0 &&
+        (tv.tv_sec || tv.tv_usec))
+      ms = static_cast<int>(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+    (receive ? rcvtimeo_ms_ : sndtimeo_ms_) = ms;
+  }
+}
+
+void Connection::settle_after_move_locked() {
+  // What the readiness socket holds now is ours to settle: the previous
+  // owner's doorbell bytes (a re-homed one's drained up to the marker) and
+  // any that came after. A ring the peer claimed may still be on its way.
+  drain_readiness_locked();
+  if (rd_armed_ && rx_control_ && !(cdcmem::load_want(rx_control_, cdcmem::Want::kData) & cdcmem::kArmed)) {
+    wait_peer_quiet_locked(100);
+    drain_readiness_locked();
+  }
+  rd_armed_ = false;
+  rd_owed_ = 0;
+  cdcmem::disarm(rx_control_, cdcmem::Want::kData);
+  pull_cdc_locked();
+  settle_readable_locked();
+  if (peer_write_closed(state_) && !eof_deferred_) signal_eof_locked();
+}
+
+// ---------------------------------------------------------------- exec
+
+bool Connection::exec_carriable() {
+  // Not locked: an inherited connection's lock is the parent's copy, and
+  // exec_carry_begin checks again, held.
+  if (!group_ || !group_->shm() || group_->link_slots() != 1 || !rx_control_) return false;
+  if (rmb_memfd_ < 0 || peer_rmb_memfd_ < 0) return false;
+  // Inherited: our claim re-homes it onto a link of its own.
+  return foreign() || group_->single_connection();
+}
+
+bool Connection::exec_carry_begin(exec_carry::Record* r) {
+  lock();
+  auto refused = [this](const char* why) {
+    SMCR_LOG(1, "conn %08x: not carried across exec (%s)", local_token_, why);
+    unlock();
+    return false;
+  };
+  if (foreign()) return refused("another process owns it");
+  if (!group_ || !group_->shm() || !group_->single_connection() || group_->link_slots() != 1 || !link_ ||
+      !rx_control_)
+    return refused("it shares its link with other connections");
+  if (rmb_memfd_ < 0 || peer_rmb_memfd_ < 0) return refused("its RMBs' memfds are closed");
+  if (forks_at_create_ != handoff::forks_made()) return refused("a forked child may hold it too");
+  if (relayed_) return refused("it is being handed to a forked child");
+  if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || app_fd_ < 0 || engine_end_ < 0 ||
+      tcp_fd_ < 0)
+    return refused("it has ended");
+  pull_cdc_locked();
+  r->role = static_cast<uint8_t>(group_->role());
+  r->peer = group_->peer();
+  r->link_num = group_->link_num();
+  r->local = group_->local();
+  r->remote = group_->remote();
+  const RemoteRmb& peer = peer_rmb_on_[static_cast<size_t>(slot_)];
+  r->rmb_size = rmb_.size;
+  r->rmb_rkey = rmb_.rkey;
+  r->rmb_vaddr = rmb_.vaddr;
+  r->peer_size = peer.size;
+  r->peer_rkey = peer.rkey;
+  r->peer_vaddr = peer.vaddr;
+  r->rmbe_base = rx_space_.base();
+  r->local_token = local_token_;
+  r->peer_token = peer_token_;
+  r->active = active_;
+  r->linger_abort = linger_abort_;
+  r->link_fd = link_->notify_fd();
+  r->tcp_fd = tcp_fd_;
+  r->app_end = app_fd_;
+  r->engine_end = engine_end_;
+  r->peer_bell_fd = peer_bell_fd_;
+  r->memfd = rmb_memfd_;
+  r->peer_memfd = peer_rmb_memfd_;
+  static_assert(sizeof(HandoverSnapshot) <= sizeof r->snapshot);
+  save_snapshot_locked(reinterpret_cast<HandoverSnapshot*>(r->snapshot));
+  return true;  // held until the exec
+}
+
+void Connection::exec_carry_cancel() { unlock(); }
+
+Connection* Connection::exec_adopt(const exec_carry::Record& r, LinkGroup* g, const LocalRmb& rmb,
+                                   const RemoteRmb& peer) {
+  static_assert(alignof(HandoverSnapshot) <= alignof(exec_carry::Record));
+  const auto& snap = *reinterpret_cast<const HandoverSnapshot*>(r.snapshot);
+  if (snap.magic != kSnapshotMagic || snap.local_token_ != r.local_token) return nullptr;
+  ConnectionSetup s;
+  s.group = g;
+  s.rmbs[0] = rmb;
+  // The control page holds the peer's newest CDC: not to be read (by any
+  // lock of the connection) before the snapshot says what was read of it.
+  s.rmbs[0].control = nullptr;
+  s.peer_rmbs[0] = peer;
+  s.slot = 0;
+  s.local_token = r.local_token;
+  s.peer_token = r.peer_token;
+  s.rmbe_base = r.rmbe_base;
+  s.tcp_fd = r.tcp_fd;
+  s.active = r.active;
+  s.rmb_memfd = r.memfd;
+  s.peer_rmb_memfd = r.peer_memfd;
+  Connection* c = create(s);  // one reference for the application's first number, one for the group
+  {
+    std::lock_guard<Connection> lock(*c);
+    c->load_snapshot(snap);
+    c->rmb_.control = c->rmb_on_[0].control = c->rx_control_ = rmb.control;
+    c->app_fd_ = r.app_end;
+    c->engine_end_ = r.engine_end;
+    c->peer_bell_fd_ = r.peer_bell_fd;
+    c->linger_abort_ = r.linger_abort;
+    c->carried_ = true;
+    c->tx_seq_acked_ = c->tx_seq_;
+    c->read_descriptor_modes();
+    uint32_t numbers = std::max<uint32_t>(r.n_app_fds, 1);
+    c->user_fds_.store(static_cast<int>(numbers));
+    for (uint32_t i = 1; i < numbers; ++i) c->ref();
+  }
+  LinkGroup::register_group(g);
+  Engine::get().add_group(g);
+  Engine::get().watch_tcp(c, c->tcp_fd_);
+  if (c->timer_deadline_.load() != 0) Engine::get().arm_timer(c);
+  {
+    std::lock_guard<Connection> lock(*c);
+    c->settle_after_move_locked();
+  }
+  counters().exec_adopted.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: carried across exec: this program owns it now", c->local_token_);
+  return c;
 }
 
 void Connection::on_rehome_request(int fd, uint32_t peer_token) {
@@ -1448,6 +1605,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   bool peek_waitall = peek && (flags & MSG_WAITALL);
   bool waitall = (flags & MSG_WAITALL) && !peek;
   std::unique_lock<Connection> lock(*this);
+  first_use_locked();
   if (flags & MSG_OOB) return recv_urgent_locked(iov, iovcnt, flags);
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   if (want == 0) return 0;
@@ -1562,6 +1720,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
   size_t want = iov_total(iov, iovcnt);
   std::unique_lock<Connection> lock(*this);
+  first_use_locked();
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   IovCursor in(iov, iovcnt);
   size_t done = 0;
@@ -1816,6 +1975,7 @@ void Connection::release_resources_locked() {
   }
   // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
   // peer's RMBE will not be written again.
+  close_memfds();
   if (peer_bell_fd_ >= 0) sys::close(peer_bell_fd_);
   peer_bell_fd_ = -1;
   rx_control_ = nullptr;  // unmapped with the RMB below

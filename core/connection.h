@@ -28,6 +28,7 @@
 #include "core/cdc.h"
 #include "core/close.h"
 #include "core/fabric.h"
+#include "core/handoff.h"
 #include "core/spin_backoff.h"
 
 namespace smcr {
@@ -71,7 +72,15 @@ struct ConnectionSetup {
   uint32_t rmbe_base = 4;       // 4: RFC eyecatcher model; 0: Linux model
   int tcp_fd = -1;
   bool active = false;          // we were the TCP client
+  // shm: the RMBs' memfds (taken), kept while an exec may still carry the
+  // connection along (core/exec_carry.h); -1 where there are none.
+  int rmb_memfd = -1;
+  int peer_rmb_memfd = -1;
 };
+
+namespace exec_carry {
+struct Record;
+}
 
 class Connection {
  public:
@@ -138,6 +147,7 @@ class Connection {
   // Turns the readiness socket the holders share into a byte stream for a
   // relay: *child_fd our end of it, *own_fd the connection's new app end.
   bool start_relaying(int* child_fd, int* own_fd);
+  bool start_relaying_locked(int* child_fd, int* own_fd);
   std::array<int, 3> held_fds() const { return {engine_end_, tcp_fd_, peer_bell_fd_}; }
   // Engine thread: the peer asks to move this connection to the link whose
   // end `fd` came with its request; `peer_token` is its name for it.
@@ -146,6 +156,30 @@ class Connection {
   // for the same connection (both processes handing it over at once) is
   // refused, not parked behind our wait.
   bool rehoming() const { return rehoming_.load(); }
+
+  // --- exec (core/exec_carry.h) ---
+  // Whether an exec could take this connection along: shm, alone on its
+  // link (or, inherited across fork, about to be: re-homed on our claim),
+  // both memfds kept.
+  bool exec_carriable();
+  // Holds the connection (the engine paused) and writes its state and its
+  // descriptors' current numbers into *r: true, and held until the exec
+  // replaces the process (or exec_carry_cancel, if the exec fails).
+  bool exec_carry_begin(exec_carry::Record* r);
+  void exec_carry_cancel();
+  // In the new program: the connection of *r on `group` (made for it), with
+  // our RMB and the peer's mapped again. Referenced once per application
+  // number in r->app_fds.
+  static Connection* exec_adopt(const exec_carry::Record& r, LinkGroup* group, const LocalRmb& rmb,
+                                const RemoteRmb& peer);
+  // Taken over after an exec (exec_adopt).
+  bool carried() const { return carried_; }
+  // Before this process forks with a carried connection: its children may
+  // use it, maybe where the shim cannot run (a seccomp sandbox: sshd's
+  // privilege-separated child), so the application's socket becomes a
+  // plain stream that a relay here serves (core/handoff.h relay_in_place),
+  // for this process and its children alike.
+  bool relay_here(int* child_fd, int* own_fd);
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -369,6 +403,22 @@ class Connection {
   struct HandoverSnapshot;
   void save_snapshot_locked(HandoverSnapshot* s) const;
   void load_snapshot(const HandoverSnapshot& s);
+  // After a move to this process (re-homed, or carried across exec): the
+  // readiness socket made to match the connection's state.
+  void settle_after_move_locked();
+  // nonblocking_ from the app end, SO_RCVTIMEO/SO_SNDTIMEO from the TCP socket.
+  void read_descriptor_modes();
+  // The memfds are not needed any more (a first data call in a process
+  // that has not forked since the connection was made, on a link shared
+  // with other connections: one of its own, a re-homed or carried one,
+  // may still be carried into an exec after it was used), or the
+  // connection is done with its RMBs.
+  void close_memfds();
+  void first_use_locked() {
+    if ((rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && forks_at_create_ == handoff::forks_made()) [[unlikely]]
+      close_memfds_unless_own_link();
+  }
+  void close_memfds_unless_own_link();
   // Free room in the peer's RMBE within our send limit, and that window's size.
   uint32_t send_space_locked() const;
   uint32_t send_window_locked() const;
@@ -379,6 +429,7 @@ class Connection {
   uint64_t forks_at_create_ = 0;   // handoff::forks_made() when it was made
   std::atomic<uint32_t>* handoff_ = nullptr;  // shared with forked children
   bool relayed_ = false;           // owner side: offered, re-homed or relayed (the handover thread holds it)
+  bool carried_ = false;           // taken over after an exec (exec_adopt)
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   int64_t claimed_ns_ = 0;         // child side: when this process claimed it (diagnostics)
   std::atomic<bool> rehoming_{false};
@@ -400,6 +451,7 @@ class Connection {
   int rcvtimeo_ms_ = -1;
   int sndtimeo_ms_ = -1;
 
+  int rmb_memfd_ = -1, peer_rmb_memfd_ = -1;  // ConnectionSetup::rmb_memfd, peer_rmb_memfd
   LocalRmb rmb_;                   // the memory (the owning registration)
   std::array<LocalRmb, kMaxGroupLinks> rmb_on_{};
   std::array<RemoteRmb, kMaxGroupLinks> peer_rmb_on_{};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -73,6 +74,10 @@ struct Engine::Impl {
   // INT64_MAX: no timeout), as computed under mu before it sleeps.
   int64_t sleep_until_ms = 0;
   bool rendezvous_watched = false;
+  // pause_for_exec: asked (under mu), and the thread's answer.
+  bool pause_asked = false;
+  bool paused = false;
+  std::condition_variable pause_cv;
   std::set<Watch*> watches;
   // Watches that live as long as the process (wake-up, diagnostics,
   // adapters): kept here too, not only in the kernel's epoll set, so that
@@ -80,8 +85,17 @@ struct Engine::Impl {
   std::vector<Watch*> permanent;
 };
 
+namespace {
+Engine* g_engine = nullptr;  // set once, by the first get()
+}
+
+Engine* Engine::get_if_started() {
+  Engine* e = g_engine;
+  return e && e->started_generation_.load(std::memory_order_acquire) == process_generation() ? e : nullptr;
+}
+
 Engine& Engine::get() {
-  static Engine* e = new Engine();
+  static Engine* e = g_engine = new Engine();
   // A forked child's generation differs (the atfork handler beside
   // process_generation), so it starts a thread of its own.
   const uint64_t here = process_generation();
@@ -297,6 +311,27 @@ bool Engine::serve_shm_rendezvous() {
   return true;
 }
 
+bool Engine::pause_for_exec(int timeout_ms) {
+  Engine* e = get_if_started();
+  if (!e) return true;
+  Impl* im = e->impl_;
+  std::unique_lock<std::mutex> lock(im->mu);
+  im->pause_asked = true;
+  wake(im->wake_fd);
+  if (im->pause_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [im] { return im->paused; })) return true;
+  im->pause_asked = false;
+  im->pause_cv.notify_all();
+  return false;
+}
+
+void Engine::resume_after_exec() {
+  Engine* e = get_if_started();
+  if (!e) return;
+  std::lock_guard<std::mutex> lock(e->impl_->mu);
+  e->impl_->pause_asked = false;
+  e->impl_->pause_cv.notify_all();
+}
+
 void Engine::loop() {
   Impl* im = impl_;
   std::vector<Watch*> group_watches;
@@ -304,6 +339,15 @@ void Engine::loop() {
   int64_t last_keepalive = sys::now_ms();
   epoll_event events[64];
   for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(im->mu);
+      if (im->pause_asked) {
+        im->paused = true;
+        im->pause_cv.notify_all();
+        im->pause_cv.wait(lock, [im] { return !im->pause_asked; });
+        im->paused = false;
+      }
+    }
     refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
     int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
     {

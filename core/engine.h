@@ -41,9 +41,18 @@ class Engine {
   void end_watch(void* handle);
   // Makes sure the shared-memory rendezvous listener is being served.
   bool serve_shm_rendezvous();
+  // exec (core/exec_carry.h): the engine thread stops between two batches,
+  // so that nothing of a connection the exec carries along is read here any
+  // more. False if it did not stop within timeout_ms (then not paused).
+  // Without a thread in this process there is nothing to stop.
+  static bool pause_for_exec(int timeout_ms);
+  // The exec failed: the thread goes on.
+  static void resume_after_exec();
 
  private:
   Engine() = default;
+  // This process's engine if its thread runs, else null.
+  static Engine* get_if_started();
   void start();
   void loop();
   void* watch(int fd, uint32_t events, int64_t deadline_ms, std::function<bool(bool expired)> step);

@@ -215,7 +215,7 @@ void shm_release_handle(LocalRmb* rmb) {
   rmb->handle = -1;
 }
 
-bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
+bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out, int* keep) {
   struct stat st;
   int seals = sys::fcntl(memfd, F_GET_SEALS);
   bool ok = seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) &&
@@ -225,7 +225,8 @@ bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
   bool control = ok && st.st_size >= static_cast<off_t>(size + cdcmem::kControlBytes);
   size_t mapped = size + (control ? cdcmem::kControlBytes : 0);
   void* p = ok ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
-  sys::close(memfd);
+  if (keep && p != MAP_FAILED) *keep = memfd;
+  else sys::close(memfd);
   if (p == MAP_FAILED) {
     SMCR_LOG(1, "shm: peer RMB rejected (seals=%d size=%u)", seals, size);
     return false;
@@ -233,6 +234,22 @@ bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out) {
   out->addr = static_cast<uint8_t*>(p);
   out->size = size;
   out->control = control ? out->addr + size : nullptr;
+  return true;
+}
+
+bool shm_map_own(int memfd, uint32_t size, LocalRmb* out) {
+  struct stat st;
+  int seals = sys::fcntl(memfd, F_GET_SEALS);
+  const size_t mapped = size + cdcmem::kControlBytes;
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) || size == 0 ||
+      st.st_size < static_cast<off_t>(mapped))
+    return false;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) return false;
+  out->addr = static_cast<uint8_t*>(p);
+  out->size = size;
+  out->control = out->addr + size;
+  out->handle = -1;
   return true;
 }
 

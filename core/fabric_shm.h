@@ -42,9 +42,14 @@ void shm_free_rmb(LocalRmb* rmb);
 // Closes the RMB's memfd once the peer holds its own reference (the mapping
 // stays): one fd fewer per connection.
 void shm_release_handle(LocalRmb* rmb);
-// Maps a peer's RMB memfd after checking its seals and size; takes ownership of memfd.
-bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out);
+// Maps a peer's RMB memfd after checking its seals and size; takes ownership
+// of memfd: closed, or with `keep` moved to *keep (an exec may pass it on,
+// core/exec_handover.h).
+bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out, int* keep = nullptr);
 void shm_unmap_remote(RemoteRmb* rmb);
+// Maps our own RMB again from its memfd (an exec'd program taking over a
+// connection, core/exec_carry.h); the memfd stays the caller's.
+bool shm_map_own(int memfd, uint32_t size, LocalRmb* out);
 
 class ShmLink final : public Link {
  public:

@@ -53,10 +53,19 @@ Slot* slot_of(std::atomic<uint32_t>* s) { return reinterpret_cast<Slot*>(s); }
 // Never destroyed (as the other state below): a connection that ends on
 // the engine thread while the process exits still frees its word.
 std::mutex g_mu;
-Region& g_region = *new Region;
+// Reached through functions, not namespace-scope references: an exec'd
+// program's shim takes carried connections over in its earliest constructor
+// (preload/exec_carry.h), before this file's dynamic initialisers run.
+Region& region() {
+  static Region* r = new Region;
+  return *r;
+}
 std::atomic<uint64_t> g_forks{0};
 // Offers waiting for a claim (their words), and whether the process exits.
-std::vector<std::atomic<uint32_t>*>& g_offers = *new std::vector<std::atomic<uint32_t>*>;
+std::vector<std::atomic<uint32_t>*>& offers() {
+  static auto* v = new std::vector<std::atomic<uint32_t>*>;
+  return *v;
+}
 std::atomic<bool> g_exiting{false};
 
 // The descriptors of the relays running in this process (under g_mu). An
@@ -73,16 +82,19 @@ struct HeldFd {
   dev_t dev;
   ino_t ino;
 };
-std::vector<HeldFd>& g_held = *new std::vector<HeldFd>;
+std::vector<HeldFd>& held() {
+  static auto* v = new std::vector<HeldFd>;
+  return *v;
+}
 uint64_t g_next_relay = 1;
 
 void close_relayed_in_child() {
-  for (const HeldFd& h : g_held) {
+  for (const HeldFd& h : held()) {
     struct stat st;
     if (sys::fstat(h.fd, &st) == 0 && st.st_dev == h.dev && st.st_ino == h.ino) sys::close(h.fd);
   }
-  g_held.clear();  // no relay runs here: threads do not survive fork
-  g_offers.clear();
+  held().clear();  // no relay runs here: threads do not survive fork
+  offers().clear();
   g_exiting.store(false);
 }
 
@@ -103,7 +115,7 @@ void note_held_as(uint64_t id, std::span<const int> fds) {
   std::lock_guard<std::mutex> lock(g_mu);
   for (int fd : fds) {
     struct stat st;
-    if (fd >= 0 && sys::fstat(fd, &st) == 0) g_held.push_back({id, fd, st.st_dev, st.st_ino});
+    if (fd >= 0 && sys::fstat(fd, &st) == 0) held().push_back({id, fd, st.st_dev, st.st_ino});
   }
 }
 
@@ -120,7 +132,7 @@ uint64_t note_held(std::span<const int> fds) {
 // Before the relay's descriptors close: a later child has nothing to close.
 void forget_held(uint64_t id) {
   std::lock_guard<std::mutex> lock(g_mu);
-  std::erase_if(g_held, [id](const HeldFd& h) { return h.relay == id; });
+  std::erase_if(held(), [id](const HeldFd& h) { return h.relay == id; });
 }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
@@ -131,36 +143,36 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 
 std::atomic<uint32_t>* alloc_state() {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_region.base || g_region.generation != process_generation()) {
+  if (!region().base || region().generation != process_generation()) {
     // A forked child keeps its parent's region mapped (its inherited
     // connections' words live there) and allocates from a region of its own.
     void* p = ::mmap(nullptr, kSlots * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    g_region.base = static_cast<Slot*>(p);
-    g_region.generation = process_generation();
-    g_region.pid = getpid();
-    g_region.next = 0;
-    g_region.free.clear();
-    g_region.retired.clear();
+    region().base = static_cast<Slot*>(p);
+    region().generation = process_generation();
+    region().pid = getpid();
+    region().next = 0;
+    region().free.clear();
+    region().retired.clear();
   }
-  if (g_region.free.empty() && g_region.next >= kSlots) {
+  if (region().free.empty() && region().next >= kSlots) {
     // Words of re-homed connections come back once their new owner has them.
-    std::erase_if(g_region.retired, [](uint32_t i) {
-      uint32_t v = g_region.base[i].word.load(std::memory_order_acquire);
+    std::erase_if(region().retired, [](uint32_t i) {
+      uint32_t v = region().base[i].word.load(std::memory_order_acquire);
       if (v != kAdopted && v != kGone) return false;
-      g_region.free.push_back(i);
+      region().free.push_back(i);
       return true;
     });
   }
   std::atomic<uint32_t>* s = nullptr;
-  if (!g_region.free.empty()) {
-    s = &g_region.base[g_region.free.back()].word;
-    g_region.free.pop_back();
-  } else if (g_region.next < kSlots) {
-    s = &g_region.base[g_region.next++].word;
+  if (!region().free.empty()) {
+    s = &region().base[region().free.back()].word;
+    region().free.pop_back();
+  } else if (region().next < kSlots) {
+    s = &region().base[region().next++].word;
   }
   if (s) {
-    slot_of(s)->owner_pid.store(g_region.pid, std::memory_order_relaxed);
+    slot_of(s)->owner_pid.store(region().pid, std::memory_order_relaxed);
     s->store(kOwned, std::memory_order_release);
   }
   return s;
@@ -169,22 +181,22 @@ std::atomic<uint32_t>* alloc_state() {
 namespace {
 std::optional<uint32_t> index_of(std::atomic<uint32_t>* s) {
   Slot* slot = slot_of(s);
-  if (g_region.generation != process_generation() || slot < g_region.base || slot >= g_region.base + kSlots)
+  if (region().generation != process_generation() || slot < region().base || slot >= region().base + kSlots)
     return std::nullopt;
-  return static_cast<uint32_t>(slot - g_region.base);
+  return static_cast<uint32_t>(slot - region().base);
 }
 }  // namespace
 
 void free_state(std::atomic<uint32_t>* s) {
   if (!s) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (auto i = index_of(s)) g_region.free.push_back(*i);
+  if (auto i = index_of(s)) region().free.push_back(*i);
 }
 
 void retire_state(std::atomic<uint32_t>* s) {
   if (!s) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (auto i = index_of(s)) g_region.retired.push_back(*i);
+  if (auto i = index_of(s)) region().retired.push_back(*i);
 }
 
 void* snapshot_area(std::atomic<uint32_t>* s) { return slot_of(s)->snapshot; }
@@ -433,7 +445,7 @@ struct HandoverArgs {
 
 void forget_offer(std::atomic<uint32_t>* w) {
   std::lock_guard<std::mutex> lock(g_mu);
-  std::erase(g_offers, w);
+  std::erase(offers(), w);
 }
 
 // How often an offer nobody claims checks whether its holders are gone.
@@ -490,7 +502,7 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   args->held = note_held(fds);
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_offers.push_back(c->handoff_word());
+    offers().push_back(c->handoff_word());
   }
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -519,20 +531,59 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   return true;
 }
 
+bool relay_in_place(Connection* c) {
+  auto* r = new RelayArgs{c, -1, -1};
+  if (!c->relay_here(&r->child_fd, &r->own_fd)) {
+    delete r;
+    return false;
+  }
+  int own[] = {r->own_fd};
+  r->held = note_held(own);
+  note_held_as(r->held, c->held_fds());
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, [](void* p) -> void* {
+    RelayArgs args = *static_cast<RelayArgs*>(p);
+    delete static_cast<RelayArgs*>(p);
+    relay(args);
+    return nullptr;
+  }, r);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    // The stream has no server: its readers see it end.
+    SMCR_LOG(0, "conn %08x: no thread for its relay: the connection ends", c->local_token());
+    forget_held(r->held);
+    sys::shutdown(r->child_fd, SHUT_RDWR);
+    sys::close(r->child_fd);
+    delete r;
+    c->app_close(true);
+    return true;
+  }
+  pthread_setname_np(t, "smcr-relay");
+  return true;
+}
+
 void finish_offers_at_exit(int timeout_ms) {
-  std::vector<std::atomic<uint32_t>*> offers;
+  std::vector<std::atomic<uint32_t>*> waiting;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (g_offers.empty()) return;
-    offers = g_offers;
+    if (offers().empty()) return;
+    waiting = offers();
   }
   g_exiting.store(true);
-  for (auto* w : offers) futex(w, FUTEX_WAKE, INT32_MAX, nullptr);
+  for (auto* w : waiting) futex(w, FUTEX_WAKE, INT32_MAX, nullptr);
   int64_t deadline = sys::now_ms() + timeout_ms;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(g_mu);
-      if (g_offers.empty()) return;
+      if (offers().empty()) return;
     }
     if (sys::now_ms() > deadline) return;
     struct timespec ts{0, 2 * 1000000L};

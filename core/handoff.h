@@ -115,6 +115,11 @@ uint64_t forks_made();
 // `held` are the connection's descriptors: they are closed in every child
 // forked while the thread runs, which could never use them.
 bool start_handover(Connection* c, std::initializer_list<int> held);
+// A carried connection (Connection::relay_here) relayed from now on by a
+// thread of this process, while the application keeps its descriptors:
+// they are the relay's stream after the relay marker, which the caller
+// drains (drain_to_marker) before anything else reads them.
+bool relay_in_place(Connection* c);
 // At process exit: offers nobody has claimed yet are re-homed (a relay
 // could not outlive the process), waiting up to timeout_ms.
 void finish_offers_at_exit(int timeout_ms);

@@ -421,6 +421,13 @@ void fill_ip_area(const sockaddr_storage& ss, clc::Proposal* p) {
 
 // One side's fabric resources while the handshake runs; whatever is still
 // here when the handshake fails is released by the destructor.
+void close_memfds(int* a, int* b) {
+  for (int* fd : {a, b}) {
+    if (*fd >= 0) sys::close(*fd);
+    *fd = -1;
+  }
+}
+
 struct FabricSetup {
   std::unique_ptr<Link> link;
   LocalRmb rmb;     // ours, RMBE index 1
@@ -431,7 +438,10 @@ struct FabricSetup {
   uint32_t psn = 0;
   uint8_t mtu_code = 5;
   std::optional<clc::Ece> ece;  // agreed and applied to the link's QP
+  int memfd = -1;       // shm: ConnRmbs::memfd, peer_memfd
+  int peer_memfd = -1;
   ~FabricSetup() {
+    close_memfds(&memfd, &peer_memfd);
     if (peer.addr && link) link->release_remote_rmb(&peer);
     else if (peer.addr) shm_unmap_remote(&peer);
     if (rmb.addr && link) link->free_local_rmb(&rmb);
@@ -562,10 +572,17 @@ clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIde
 struct ConnRmbs {
   std::array<LocalRmb, kMaxGroupLinks> local{};
   std::array<RemoteRmb, kMaxGroupLinks> peer{};
+  // shm: both RMBs' memfds, kept for an exec that may take the connection
+  // along (ConnectionSetup); -1 where the RMB came from a pool.
+  int memfd = -1;
+  int peer_memfd = -1;
 };
 
 // Releases what a failed handshake registered.
-void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) { g->free_rmbs(&r->local, &r->peer); }
+void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
+  g->free_rmbs(&r->local, &r->peer);
+  close_memfds(&r->memfd, &r->peer_memfd);
+}
 
 // The handshake succeeded on `group`: the RMBs become a connection on the
 // group's primary link.
@@ -581,6 +598,8 @@ HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_t
   s.rmbe_base = 4;
   s.tcp_fd = tcp_fd;
   s.active = group->role() == Role::kClient;
+  s.rmb_memfd = rmbs->memfd;
+  s.peer_rmb_memfd = rmbs->peer_memfd;
   *rmbs = ConnRmbs{};  // owned by the connection now
   HandshakeOutcome o;
   o.kind = HandshakeOutcome::Kind::kSmc;
@@ -641,7 +660,10 @@ bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
     free_conn_rmbs(g, r);
     return false;
   }
-  if (g->shm()) shm_release_handle(&rmb);  // the peer holds its own reference now
+  if (g->shm()) {  // the peer holds its own reference now; ours is kept for an exec
+    r->memfd = rmb.handle;
+    rmb.handle = -1;
+  }
   return true;
 }
 
@@ -665,7 +687,7 @@ bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, 
     }
     p.rkey = rkey;
     p.vaddr = vaddr;
-    if (fd < 0 || !shm_map_remote(fd, size, &p)) return false;
+    if (fd < 0 || !shm_map_remote(fd, size, &p, &r->peer_memfd)) return false;
     g->adopt_peer_mapping(p);
     return true;
   }
@@ -957,10 +979,11 @@ static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::Accep
   int server_rmb_fd = -1;
   fs->link = shm_connect(acc.gid, hello, fs->rmb.handle, deadline, &server_rmb_fd);
   if (!fs->link) return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
-  shm_release_handle(&fs->rmb);  // the server holds its own reference now
+  fs->memfd = fs->rmb.handle;  // the server holds its own reference now
+  fs->rmb.handle = -1;
   fs->peer.rkey = acc.rmb_rkey;
   fs->peer.vaddr = acc.rmb_vaddr;
-  if (!shm_map_remote(server_rmb_fd, peer_size, &fs->peer))
+  if (!shm_map_remote(server_rmb_fd, peer_size, &fs->peer, &fs->peer_memfd))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
   fs->gid = id.gid;
   fs->mac = id.mac;
@@ -1213,6 +1236,8 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   ConnRmbs rmbs;
   rmbs.local[0] = fs.rmb;
   rmbs.peer[0] = fs.peer;
+  std::swap(rmbs.memfd, fs.memfd);
+  std::swap(rmbs.peer_memfd, fs.peer_memfd);
   fs.rmb = LocalRmb{};
   fs.peer = RemoteRmb{};
   Link* link = fs.link.get();
@@ -1263,7 +1288,8 @@ static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::Ac
   if (!ShmRendezvous::instance().wait_arrival(fs->qpn, deadline, &arrived))
     return decline(fd, clc::decline::kTimeoutConfirmLink, Fallback::kTimeout, deadline);
   fs->link = std::make_unique<ShmLink>(arrived.link_fd);
-  shm_release_handle(&fs->rmb);  // passed to the client; the mapping stays
+  fs->memfd = fs->rmb.handle;  // passed to the client; the mapping stays
+  fs->rmb.handle = -1;
   if (arrived.hello.client_qpn != conf.qpn || arrived.hello.client_rkey != conf.rmb_rkey ||
       arrived.hello.client_vaddr != conf.rmb_vaddr || peer_size != arrived.hello.client_rmb_size ||
       !same_id(conf.gid, proposed_gid)) {
@@ -1272,7 +1298,7 @@ static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::Ac
   }
   fs->peer.rkey = conf.rmb_rkey;
   fs->peer.vaddr = conf.rmb_vaddr;
-  if (!shm_map_remote(arrived.client_rmb_fd, peer_size, &fs->peer))
+  if (!shm_map_remote(arrived.client_rmb_fd, peer_size, &fs->peer, &fs->peer_memfd))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
   return std::nullopt;
 }
@@ -1620,6 +1646,8 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   ConnRmbs rmbs;
   rmbs.local[0] = fs.rmb;
   rmbs.peer[0] = fs.peer;
+  std::swap(rmbs.memfd, fs.memfd);
+  std::swap(rmbs.peer_memfd, fs.peer_memfd);
 #ifdef SMCR_HAVE_VERBS
   // RFC 3.5.1.6: a second link before any data flows.
   std::optional<SecondLink> second;

@@ -264,6 +264,13 @@ LinkGroup* LinkGroup::make_rehomed(const LinkGroup& like, std::unique_ptr<Link> 
   return g;
 }
 
+LinkGroup* LinkGroup::make_carried(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
+                                   const LinkIdentity& local, const LinkIdentity& remote) {
+  auto* g = new LinkGroup(role, peer, std::move(link), link_num, local, remote);
+  g->rehomed_ = true;
+  return g;
+}
+
 LinkGroup* LinkGroup::rehome_connection(uint32_t token, std::unique_ptr<Link> link, const RemoteRmb& peer_view) {
   LinkGroup* fresh = make_rehomed(*this, std::move(link));
   {

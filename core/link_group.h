@@ -92,6 +92,11 @@ class LinkGroup {
   // and it ends with that connection. `like` is the group it came from (in a
   // forked child: the parent's, as copied by fork).
   static LinkGroup* make_rehomed(const LinkGroup& like, std::unique_ptr<Link> link);
+  // The same in a program exec'd with such a connection (core/exec_carry.h).
+  static LinkGroup* make_carried(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
+                                 const LinkIdentity& local, const LinkIdentity& remote);
+  // Made by make_rehomed or make_carried: its one connection owns the link.
+  bool single_connection() const { return rehomed_; }
   // Peer side: moves connection `token` (and our mapping of the peer's RMB
   // it uses, `peer_view`) to a new group on `link`; returns it registered,
   // or null (nothing moved) when the connection cannot move. This group

@@ -124,7 +124,10 @@ namespace {
 std::atomic<bool> g_stats_writing{false};
 // What the last write put in the file (under the lock); never destroyed:
 // written at exit.
-std::string& g_stats_last = *new std::string;
+std::string& stats_last() {
+  static auto* s = new std::string;
+  return *s;
+}
 std::atomic<int64_t> g_stats_checked_ms{0};
 std::atomic<bool> g_stats_error_said{false};
 }  // namespace
@@ -136,7 +139,7 @@ Counters& counters() {
     pthread_atfork(nullptr, nullptr, [] {
       new (&counters()) Counters();
       g_stats_writing.store(false);
-      g_stats_last.clear();
+      stats_last().clear();
       g_stats_checked_ms.store(0);
     });
     return new Counters();  // never destroyed: read at exit
@@ -165,6 +168,48 @@ struct FixedText {
 };
 }  // namespace
 
+namespace {
+// Every counter with its name, in the file's order; fallback_total is
+// derived. `f(name, atomic&)`.
+template <typename F>
+void for_each_counter(Counters& c, F&& f) {
+  f("smc_active", c.smc_active);
+  f("smc_passive", c.smc_passive);
+  f("tx_bytes", c.tx_bytes);
+  f("rx_bytes", c.rx_bytes);
+  f("cdc_sent", c.cdc_sent);
+  f("cdc_in_memory", c.cdc_in_memory);
+  f("bells_sent", c.bells_sent);
+  f("bells_on_cdc", c.bells_on_cdc);
+  f("epoll_from_memory", c.epoll_from_memory);
+  f("cdc_received", c.cdc_received);
+  f("link_failovers", c.link_failovers);
+  f("conn_failovers", c.conn_failovers);
+  f("links_added", c.links_added);
+  f("add_link_rejected", c.add_link_rejected);
+  f("llc_sent", c.llc_sent);
+  f("llc_received", c.llc_received);
+  f("lgr_created", c.lgr_created);
+  f("lgr_reused", c.lgr_reused);
+  f("rmb_pooled", c.rmb_pooled);
+  f("rmb_reused", c.rmb_reused);
+  f("confirm_deferred", c.confirm_deferred);
+  f("confirm_waits", c.confirm_waits);
+  f("clc_threaded", c.clc_threaded);
+  f("clc_connect_async", c.clc_connect_async);
+  f("clc_abandoned", c.clc_abandoned);
+  f("aborts", c.aborts);
+  f("handovers", c.handovers);
+  f("rehomed", c.rehomed);
+  f("adopted", c.adopted);
+  f("rehomed_peer", c.rehomed_peer);
+  f("exec_carried", c.exec_carried);
+  f("exec_adopted", c.exec_adopted);
+  f("link_send_errors", c.link_send_errors);
+  f("protocol_violations", c.protocol_violations);
+}
+}  // namespace
+
 size_t format_counters_to(char* buf, size_t cap) {
   Counters& c = counters();
   FixedText out{buf, cap};
@@ -174,48 +219,48 @@ size_t format_counters_to(char* buf, size_t cap) {
     out.add(v);
     out.add("\n");
   };
-  put("smc_active", c.smc_active.load());
-  put("smc_passive", c.smc_passive.load());
-  uint64_t total = 0;
-  for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) total += c.fallback[i].load();
-  put("fallback_total", total);
-  for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) {
-    out.add("fallback.");
-    put(fallback_name(static_cast<Fallback>(i)), c.fallback[i].load());
-  }
-  put("tx_bytes", c.tx_bytes.load());
-  put("rx_bytes", c.rx_bytes.load());
-  put("cdc_sent", c.cdc_sent.load());
-  put("cdc_in_memory", c.cdc_in_memory.load());
-  put("bells_sent", c.bells_sent.load());
-  put("bells_on_cdc", c.bells_on_cdc.load());
-  put("epoll_from_memory", c.epoll_from_memory.load());
-  put("cdc_received", c.cdc_received.load());
-  put("link_failovers", c.link_failovers.load());
-  put("conn_failovers", c.conn_failovers.load());
-  put("links_added", c.links_added.load());
-  put("add_link_rejected", c.add_link_rejected.load());
-  put("llc_sent", c.llc_sent.load());
-  put("llc_received", c.llc_received.load());
-  put("lgr_created", c.lgr_created.load());
-  put("lgr_reused", c.lgr_reused.load());
-  put("rmb_pooled", c.rmb_pooled.load());
-  put("rmb_reused", c.rmb_reused.load());
-  put("confirm_deferred", c.confirm_deferred.load());
-  put("confirm_waits", c.confirm_waits.load());
-  put("clc_threaded", c.clc_threaded.load());
-  put("clc_connect_async", c.clc_connect_async.load());
-  put("clc_abandoned", c.clc_abandoned.load());
-  put("aborts", c.aborts.load());
-  put("handovers", c.handovers.load());
-  put("rehomed", c.rehomed.load());
-  put("adopted", c.adopted.load());
-  put("rehomed_peer", c.rehomed_peer.load());
-  put("link_send_errors", c.link_send_errors.load());
-  put("last_link_send_errno", static_cast<uint64_t>(c.last_link_send_errno.load()));
-  put("protocol_violations", c.protocol_violations.load());
+  bool fallbacks_done = false;
+  for_each_counter(c, [&](const char* name, std::atomic<uint64_t>& v) {
+    if (!fallbacks_done && std::strcmp(name, "tx_bytes") == 0) {
+      fallbacks_done = true;
+      uint64_t total = 0;
+      for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) total += c.fallback[i].load();
+      put("fallback_total", total);
+      for (int i = 0; i < static_cast<int>(Fallback::kCount); ++i) {
+        out.add("fallback.");
+        put(fallback_name(static_cast<Fallback>(i)), c.fallback[i].load());
+      }
+    }
+    put(name, v.load());
+    if (std::strcmp(name, "link_send_errors") == 0)
+      put("last_link_send_errno", static_cast<uint64_t>(c.last_link_send_errno.load()));
+  });
   if (cap > 0) buf[out.len] = 0;
   return out.len;
+}
+
+void add_counters(const char* text) {
+  Counters& c = counters();
+  for (const char* line = text; line && *line;) {
+    const char* space = std::strchr(line, ' ');
+    const char* eol = std::strchr(line, '\n');
+    if (!space || (eol && space > eol)) break;
+    std::string name(line, static_cast<size_t>(space - line));
+    uint64_t v = std::strtoull(space + 1, nullptr, 10);
+    bool found = false;
+    for_each_counter(c, [&](const char* k, std::atomic<uint64_t>& a) {
+      if (!found && name == k) {
+        a.fetch_add(v, std::memory_order_relaxed);
+        found = true;
+      }
+    });
+    for (int i = 0; !found && i < static_cast<int>(Fallback::kCount); ++i)
+      if (name == std::string("fallback.") + fallback_name(static_cast<Fallback>(i))) {
+        c.fallback[i].fetch_add(v, std::memory_order_relaxed);
+        found = true;
+      }
+    line = eol ? eol + 1 : nullptr;
+  }
 }
 
 std::string format_counters() {
@@ -230,7 +275,7 @@ namespace {
 // connections over (adopted) made none itself.
 bool had_tcp_activity() {
   Counters& c = counters();
-  uint64_t activity = c.smc_active + c.smc_passive + c.adopted;
+  uint64_t activity = c.smc_active + c.smc_passive + c.adopted + c.exec_adopted;
   for (auto& f : c.fallback) activity += f;
   return activity != 0;
 }
@@ -240,7 +285,7 @@ bool had_tcp_activity() {
 void write_stats_locked(const char* dir, bool always) {
   if (!had_tcp_activity()) return;  // e.g. a wrapper process that never used TCP
   std::string s = format_counters();
-  if (!always && s == g_stats_last) return;
+  if (!always && s == stats_last()) return;
   char path[512];
   snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
   char tmp[520];
@@ -260,7 +305,7 @@ void write_stats_locked(const char* dir, bool always) {
     if (!g_stats_error_said.exchange(true)) log_write(0, "cannot write stats file %s: %s", path, strerror(err));
     return;
   }
-  g_stats_last = std::move(s);
+  stats_last() = std::move(s);
 }
 
 const char* stats_dir() {  // the snapshot's (core/env.h): fixed for the process

@@ -70,6 +70,8 @@ struct Counters {
   std::atomic<uint64_t> rehomed{0};       // connections given to a forked child with a link of its own
   std::atomic<uint64_t> adopted{0};       // connections taken from the parent process that way
   std::atomic<uint64_t> rehomed_peer{0};  // connections the peer moved to another of its processes
+  std::atomic<uint64_t> exec_carried{0};  // connections this process took along into a program it exec'd
+  std::atomic<uint64_t> exec_adopted{0};  // ... and the new program took over (both in the same file: same pid)
   std::atomic<uint64_t> link_send_errors{0};
   std::atomic<int> last_link_send_errno{0};
   std::atomic<uint64_t> protocol_violations{0};
@@ -89,6 +91,9 @@ std::string format_counters();
 // The same without allocating (the text is cut at cap - 1 bytes); returns
 // its length.
 size_t format_counters_to(char* buf, size_t cap);
+// Adds the counters of `text` (format_counters' lines) to ours: an exec'd
+// program keeps the counts of the program it replaced (same pid, same file).
+void add_counters(const char* text);
 void write_stats_file();
 // At _exit (which runs no library destructor): the same file, written with
 // no allocation, no lock held for long and no message, so that it is safe

@@ -106,6 +106,11 @@ void adopt_from_environment() {
   }
 }
 
+void adopt_pair(int fd, int tcp) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!add_locked(fd, tcp)) release_tcp_locked(tcp);
+}
+
 int tcp_fd(int fd) {
   for (Pair& p : g_pairs)
     if (p.fd.load(std::memory_order_acquire) == fd) return p.tcp.load(std::memory_order_relaxed);
@@ -145,28 +150,36 @@ void surviving(std::vector<std::pair<int, int>>* pairs) {
 
 char* const* environment_for_exec(char* const envp[], const std::vector<std::pair<int, int>>& pairs,
                                   ExecEnvironment* storage) {
-  if (pairs.empty()) return envp;
-  storage->variable = std::string(kVariable) + "=";
-  std::vector<std::pair<int, int>> passed;  // TCP socket -> its inheritable duplicate
-  for (auto [fd, tcp] : pairs) {
-    int dup = -1;
-    for (auto [from, to] : passed)
-      if (from == tcp) dup = to;
-    if (dup < 0) {
-      int base = sys::hidden_fd_base();
-      dup = sys::fcntl(tcp, F_DUPFD, base > 0 ? base : 3);  // without FD_CLOEXEC
-      if (dup < 0) continue;
-      passed.emplace_back(tcp, dup);
-      storage->inheritable.push_back(dup);
+  if (!pairs.empty()) {
+    storage->variable = std::string(kVariable) + "=";
+    std::vector<std::pair<int, int>> passed;  // TCP socket -> its inheritable duplicate
+    bool named_any = false;
+    for (auto [fd, tcp] : pairs) {
+      int dup = -1;
+      for (auto [from, to] : passed)
+        if (from == tcp) dup = to;
+      if (dup < 0) {
+        int base = sys::hidden_fd_base();
+        dup = sys::fcntl(tcp, F_DUPFD, base > 0 ? base : 3);  // without FD_CLOEXEC
+        if (dup < 0) continue;
+        passed.emplace_back(tcp, dup);
+        storage->inheritable.push_back(dup);
+      }
+      if (storage->variable.back() != '=') storage->variable += ',';
+      storage->variable += std::to_string(fd) + ":" + std::to_string(dup);
+      named_any = true;
     }
-    if (storage->variable.back() != '=') storage->variable += ',';
-    storage->variable += std::to_string(fd) + ":" + std::to_string(dup);
+    if (!named_any) storage->variable.clear();
   }
-  if (storage->inheritable.empty()) return envp;
-  size_t name_len = sizeof kVariable - 1;
+  if (storage->variable.empty() && storage->carry_variable.empty()) return envp;
+  auto named = [](const char* e, const char* name) {
+    size_t len = std::strlen(name);
+    return std::strncmp(e, name, len) == 0 && e[len] == '=';
+  };
   for (char* const* e = envp; e && *e; ++e)
-    if (!(std::strncmp(*e, kVariable, name_len) == 0 && (*e)[name_len] == '=')) storage->envp.push_back(*e);
-  storage->envp.push_back(storage->variable.data());
+    if (!named(*e, kVariable) && !named(*e, "SMCR_EXEC_SMC")) storage->envp.push_back(*e);
+  if (!storage->variable.empty()) storage->envp.push_back(storage->variable.data());
+  if (!storage->carry_variable.empty()) storage->envp.push_back(storage->carry_variable.data());
   storage->envp.push_back(nullptr);
   return storage->envp.data();
 }

@@ -12,12 +12,20 @@
 #include <string>
 #include <vector>
 
+namespace smcr {
+class Connection;
+}
+
 namespace smcr::preload::exec_inherit {
 
 // At load, before main(): adopts the pairs SMCR_EXEC_TCP names (each checked:
 // an AF_UNIX stream and a TCP socket) and removes the variable, so that a
 // later exec without them does not pass stale numbers on.
 void adopt_from_environment();
+
+// `fd` is a plain stream standing for the TCP connection of `tcp` (a hidden
+// descriptor, owned from now on): answered as the adopted ones are.
+void adopt_pair(int fd, int tcp);
 
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);
@@ -28,11 +36,19 @@ void duplicated(int from, int to);
 
 // An exec about to happen: `envp` with SMCR_EXEC_TCP naming `pairs` (the
 // application's descriptor, its TCP socket), the TCP sockets duplicated so
-// that they survive the exec. `storage` keeps what the result points to.
+// that they survive the exec, and storage->carry_variable if set.
+// `storage` keeps what the result points to.
 struct ExecEnvironment {
   std::vector<char*> envp;
   std::string variable;
   std::vector<int> inheritable;  // closed again if the exec fails
+  // Connections carried across the exec (preload/exec_carry.h): held, the
+  // engine paused, and the memfd that describes them, named by
+  // carry_variable (empty: none).
+  std::vector<Connection*> carried;
+  bool engine_paused = false;
+  int carry_memfd = -1;
+  std::string carry_variable;
 };
 char* const* environment_for_exec(char* const envp[], const std::vector<std::pair<int, int>>& pairs,
                                   ExecEnvironment* storage);

@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <linux/close_range.h>
+#include <spawn.h>
 #include <linux/sockios.h>
 
 #include <atomic>
@@ -45,6 +46,7 @@
 #include "core/short_flows.h"
 #include "core/sys.h"
 #include "preload/epoll.h"
+#include "preload/exec_carry.h"
 #include "preload/exec_inherit.h"
 #include "preload/fd_table.h"
 #include "preload/late_connect.h"
@@ -90,7 +92,7 @@ F resolve(const char* name) {
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
   X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_pwait) \
-  X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf)
+  X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf) X(fork) X(posix_spawn) X(posix_spawnp)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -127,6 +129,7 @@ void note_own_pid() {
 __attribute__((constructor(101))) void resolve_all() {
   smcr::snapshot_env();  // before the program can clear its environment
   smcr::preload::exec_inherit::adopt_from_environment();
+  smcr::preload::exec_carry::adopt_from_environment();
   // A policy that does not parse: refuse to run rather than guess (smc_run
   // checks this before starting the program).
   std::string policy_error;
@@ -1252,19 +1255,41 @@ namespace {
 // Returns the environment to exec with: `envp`, or a copy naming the TCP
 // sockets of handed-over connections that survive the exec
 // (preload/exec_inherit.h), which `env` keeps.
-char* const* prepare_exec(char* const envp[], smcr::preload::exec_inherit::ExecEnvironment* env) {
+// The program: `file` (found on PATH when `search_path`), or `fd`.
+char* const* prepare_exec(const char* file, bool search_path, int fd_of_program, char* const envp[],
+                          smcr::preload::exec_inherit::ExecEnvironment* env) {
   smcr::preload::settle_all_accepting();
   std::vector<std::pair<int, int>> handed_over;
   smcr::preload::exec_inherit::surviving(&handed_over);
-  fd_table().for_each_conn([&handed_over](int fd) {
+  // A vfork() child shares its parent's memory: it carries nothing. Nor
+  // does a program that will not load the shim (it would hold descriptors
+  // it cannot use): a relay serves it.
+  bool may_carry = smcr::preload::exec_carry::enabled() &&
+                   static_cast<pid_t>(::syscall(SYS_getpid)) == g_own_pid.load(std::memory_order_relaxed);
+  using smcr::preload::exec_carry::NewProgram;
+  std::optional<NewProgram> program;  // asked once there is a connection
+  std::vector<std::pair<int, Connection*>> carry;  // referenced
+  fd_table().for_each_conn([&](int fd) {
     Connection* c = fd_table().get(fd);
     if (!c) return;
+    if (!program) program = smcr::preload::exec_carry::new_program(file, search_path, fd_of_program, envp);
     int fdflags = smcr::sys::fcntl(fd, F_GETFD);
-    if (c->foreign() && fdflags >= 0 && !(fdflags & FD_CLOEXEC)) {
-      c->claim_for_exec();  // the new program cannot map the RMBs: relayed
+    // An exec that will fail (execvp trying each directory) changes nothing.
+    if (*program == NewProgram::kMissing || fdflags < 0 || (fdflags & FD_CLOEXEC)) {
+      c->unref();
+      return;
+    }
+    bool carriable = may_carry && c->exec_carriable() && *program == NewProgram::kWithShim;
+    if (c->foreign()) {
+      // Carried: ours first (re-homed to this process), then into the new
+      // program. Otherwise the owner relays it to the new program.
+      if (!carriable) c->claim_for_exec();
       if (c->handed_over(true)) {
         if (c->tcp_fd() >= 0) handed_over.emplace_back(fd, c->tcp_fd());
-      } else {
+        c->unref();
+        return;
+      }
+      if (c->foreign()) {
         SMCR_LOG(1, "fd %d: exec while the parent still holds its SMC-R connection: the new program gets end-of-file",
                  fd);
         int sv[2];
@@ -1273,11 +1298,24 @@ char* const* prepare_exec(char* const envp[], smcr::preload::exec_inherit::ExecE
           smcr::sys::close(sv[0]);
           smcr::sys::close(sv[1]);
         }
+        c->unref();
+        return;
       }
+    }
+    if (carriable && c->exec_carriable()) {
+      carry.emplace_back(fd, c);
+      return;
     }
     c->unref();
   });
+  if (!carry.empty()) smcr::preload::exec_carry::prepare(carry, env);
   return smcr::preload::exec_inherit::environment_for_exec(envp, handed_over, env);
+}
+
+// The exec failed: what prepare_exec set up is undone.
+void undo_prepare_exec(smcr::preload::exec_inherit::ExecEnvironment* env) {
+  smcr::preload::exec_carry::exec_failed(env);
+  smcr::preload::exec_inherit::exec_failed(env);
 }
 
 std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
@@ -1291,28 +1329,51 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
 int execve(const char* path, char* const argv[], char* const envp[]) {
   REAL(execve);
   smcr::preload::exec_inherit::ExecEnvironment env;
-  char* const* exec_envp = prepare_exec(envp, &env);
+  char* const* exec_envp = prepare_exec(path, false, -1, envp, &env);
   int rc = real_execve(path, argv, exec_envp);
-  smcr::preload::exec_inherit::exec_failed(&env);
+  undo_prepare_exec(&env);
   return rc;
 }
 
 int execvpe(const char* file, char* const argv[], char* const envp[]) {
   REAL(execvpe);
   smcr::preload::exec_inherit::ExecEnvironment env;
-  char* const* exec_envp = prepare_exec(envp, &env);
+  char* const* exec_envp = prepare_exec(file, true, -1, envp, &env);
   int rc = real_execvpe(file, argv, exec_envp);
-  smcr::preload::exec_inherit::exec_failed(&env);
+  undo_prepare_exec(&env);
   return rc;
 }
 
 int fexecve(int fd, char* const argv[], char* const envp[]) {
   REAL(fexecve);
   smcr::preload::exec_inherit::ExecEnvironment env;
-  char* const* exec_envp = prepare_exec(envp, &env);
+  char* const* exec_envp = prepare_exec(nullptr, false, fd, envp, &env);
   int rc = real_fexecve(fd, argv, exec_envp);
-  smcr::preload::exec_inherit::exec_failed(&env);
+  undo_prepare_exec(&env);
   return rc;
+}
+
+// A connection carried across exec into this program is relayed once the
+// program forks (preload/exec_carry.h, before_fork): its children may use
+// it where the shim cannot run.
+pid_t fork() {
+  REAL(fork);
+  smcr::preload::exec_carry::before_fork();
+  return real_fork();
+}
+
+int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  REAL(posix_spawn);
+  smcr::preload::exec_carry::before_fork();
+  return real_posix_spawn(pid, path, actions, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  REAL(posix_spawnp);
+  smcr::preload::exec_carry::before_fork();
+  return real_posix_spawnp(pid, file, actions, attr, argv, envp);
 }
 
 // glibc's execv/execvp/execl* reach execve through internal aliases, past

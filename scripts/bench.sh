@@ -17,6 +17,10 @@
 #   stalling clients: connect-to-first-byte p99 of 1000 SMC-R clients of a
 #   single-threaded server, beside 21 clients stalled in their CLC handshake
 #   vs without them (both SMC-R);
+#   accept-then-fork echo servers (tools/bench/fork_echo.py): Python's
+#   ForkingTCPServer (each connection moves to its child) and an inetd-style
+#   server whose child execs cat (the connection is carried into cat), 4
+#   connections of 64 MiB each way in turn;
 #   PostgreSQL + pgbench -c 8 -j 2, select-only and TPC-B: an accept-then-fork
 #   server: under smc_run each connection moves to its backend (re-homed)
 #   (README, fork()); skipped, with the reason, when PostgreSQL is not installed.
@@ -30,7 +34,7 @@
 #   -t  seconds per timed run (default 5)       -r  repetitions (default 3)
 #   -n  redis requests (default 100000; -P 16 runs use 5x)
 #   -c  idle connections (default 1000)         -i  idle measuring window (default 3 s)
-#   -s  only these, comma separated: pp,tp,redis,nginx,loop,idle,start,stall,pg (default all)
+#   -s  only these, comma separated: pp,tp,redis,nginx,loop,idle,start,stall,fork,pg (default all)
 #   -o  where results.tsv, runs.tsv, table.txt and bench.png go (default build/bench)
 #   -q  quick mode (ctest -L bench): -t 1 -r 1 -n 20000 -i 1; exits 1 if any
 #       SMC-R run is VOID/FAILED or a ratio collapses: ping-pong p50 > 0.5x TCP,
@@ -39,8 +43,8 @@
 #       starting a program more than 10 ms later than plain LD_PRELOAD in the
 #       same run (issue 15's bound; a difference of two interleaved medians);
 #       override with BENCH_MAX_LAT_RATIO / BENCH_MIN_RATE_RATIO /
-#       BENCH_MIN_SHORT_RATIO / BENCH_MAX_START_MS / BENCH_MAX_STALL_RATIO (stalled CLCs beside: p99 over 3x the calm run's). Never compares absolute times. Leaves out pg (unless -s names it): its
-#       rows have no gate, and a database cluster to create would double its time.
+#       BENCH_MIN_SHORT_RATIO / BENCH_MAX_START_MS / BENCH_MAX_STALL_RATIO (stalled CLCs beside: p99 over 3x the calm run's). Never compares absolute times. Leaves out pg and fork (unless -s names
+#       them): their rows have no gate, and a database cluster to create would double its time.
 #   -B  do not rebuild   -k  keep the logs   -d  SMCR_DEBUG=1 also in the short-lived
 #       connection runs (elsewhere it is on: the smc_run processes' logs are in the run's
 #       directory, copied to OUTDIR/failed/ for a run that is VOID or FAILED)
@@ -82,6 +86,7 @@ fi
 CTL="$root/build/bpf/smcr_ctl"
 LIB="$root/build/preload/libsmcr_preload.so"
 CB="$root/build/tools/bench/smcr_connbench"
+FORK_ECHO="$root/tools/bench/fork_echo.py"
 SMC_RUN="$root/scripts/smc_run"
 for f in "$CTL" "$LIB" "$CB"; do [ -e "$f" ] || { echo "bench: $f missing (build first)" >&2; exit 1; }; done
 LOG=$(mktemp -d /tmp/smcr-bench.XXXXXX)
@@ -160,7 +165,7 @@ verdict() {
   esac
 }
 counters() {  # counters DIR: the non-zero connection counters, one line
-  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|handovers|rehomed|adopted|lgr_created|lgr_reused)/ { s[$1] += $2 }
+  cat "$1"/smcr-*.txt 2>/dev/null | awk '$1 ~ /^(smc_active|smc_passive|fallback|aborts|handovers|rehomed|adopted|exec_adopted|lgr_created|lgr_reused)/ { s[$1] += $2 }
     END { for (k in s) if (s[k]) printf "%s=%d ", k, s[k] }'
 }
 
@@ -314,6 +319,17 @@ bench_loop() {  # bench_loop MODE
   f() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" "$D/client.out" | head -1; }
   finish_run loop "$mode" "$RC" "$D" "loop_rate=$(f rate)" "loop_fb_p50=$(f first_byte_p50)" \
     "loop_fb_p99=$(f first_byte_p99)" "loop_conn_p50=$(f connect_p50)"
+}
+
+# ---- accept-then-fork echo servers (tools/bench/fork_echo.py) ---------------------------
+bench_fork() {  # bench_fork MODE forking|inetd KEY
+  local mode=$1 kind=$2 key=$3 port; port=$(free_port); D=$(newdir "$key" "$mode")
+  RC=1
+  if server_start "$mode" "$D" "$port" python3 "$FORK_ECHO" server "$kind" "$port"; then
+    client_run "$mode" "$D" "$port" $((SECS * 4 + 60)) python3 "$FORK_ECHO" client "$port" 4 64
+  fi
+  stop_server
+  finish_run "$key" "$mode" "$RC" "$D" "$key=$(sed -n 's/^rate=//p' "$D/client.out" | head -1)"
 }
 
 # ---- idle connections --------------------------------------------------------------
@@ -501,6 +517,8 @@ BENCHES=(
   "idle"                       "tcp smc"
   "start"                      "run"
   "stall"                      "tcp smc"
+  "fork forking fork_forking"   "tcp smc"
+  "fork inetd fork_inetd"       "tcp smc"
   "pg select pg_select"        "tcp smc"
   "pg tpcb pg_tpcb"            "tcp smc"
 )
@@ -510,7 +528,7 @@ for ((REP = 1; REP <= REPS; REP++)); do
   for ((b = 0; b < ${#BENCHES[@]}; b += 2)); do
     read -r fn args <<<"${BENCHES[b]}"
     want "$fn" || continue
-    [ "$QUICK" = 1 ] && [ -z "$ONLY" ] && [ "$fn" = pg ] && continue  # see -q
+    [ "$QUICK" = 1 ] && [ -z "$ONLY" ] && { [ "$fn" = pg ] || [ "$fn" = fork ]; } && continue  # see -q
     for mode in ${BENCHES[b + 1]}; do
       echo "bench: rep $REP/$REPS: $fn $args [$mode]"
       set -- $args
@@ -568,6 +586,8 @@ ROWS=(
   "start_ms|run|start /bin/true: LD_PRELOAD vs smc_run (ms)|lower|-"
   "start_over|run|  smc_run's own cost, median difference (ms)|lower|start"
   "stall_p99|smc|connect-to-first-byte p99, beside 21 stalled CLCs (ms)|lower|stall"
+  "fork_forking|smc|ForkingTCPServer echo, 4 x 64 MiB (MB/s)|higher|-"
+  "fork_inetd|smc|inetd-style fork+exec cat echo, 4 x 64 MiB (MB/s)|higher|-"
   "pg_select|smc|pgbench -S -c8 -j2 select-only (tps)|higher|-"
   "pg_tpcb|smc|pgbench -c8 -j2 TPC-B (tps)|higher|-"
 )

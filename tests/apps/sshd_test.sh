@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # OpenSSH's sshd under smc_run: it accepts, forks, and the child re-executes
-# sshd with the connection on 0 and 1 (a handed-over connection across exec,
-# preload/exec_inherit.h). As over plain TCP in the same run: the session
+# sshd with the connection on 0 and 1 (a connection carried across exec,
+# core/exec_carry.h), which forks its sandboxed child for the network. As
+# over plain TCP in the same run: the session
 # sees the client's address in SSH_CONNECTION, the server logs it, a key
 # restricted with from="127.0.0.1" is accepted and one restricted to another
 # address refused, and 8 MB come through intact; the counters show SMC-R
@@ -63,6 +64,9 @@ for mode in plain smc; do
   check "$mode: the from=\"127.0.0.1\" key was accepted, 8 MB intact" [ -n "$REMOTE_SHA" -a "$LOCAL_SHA" = "$REMOTE_SHA" ]
   check "$mode: the key restricted to another address was refused" [ "$REFUSED" != 0 ]
 done
-check "smc: the sessions were SMC-R at both ends ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), handed to sshd's child ($(stat_sum handovers))" \
-  [ "$(stat_sum smc_active)" -ge 2 -a "$(stat_sum smc_passive)" -ge 2 -a "$(stat_sum handovers)" -ge 2 ]
+# Each connection moves to the forked sshd, is carried into the sshd it
+# exec's (core/exec_carry.h), and is relayed there once that sshd forks its
+# sandboxed child (which cannot run the shim): the listener relays nothing.
+check "smc: the sessions were SMC-R at both ends ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), carried into the re-executed sshd ($(stat_sum exec_adopted)) and relayed there for its sandboxed child ($(stat_sum handovers))" \
+  [ "$(stat_sum smc_active)" -ge 2 -a "$(stat_sum smc_passive)" -ge 2 -a "$(stat_sum exec_adopted)" -ge 2 -a "$(stat_sum handovers)" -ge 2 ]
 finish

@@ -62,8 +62,23 @@ require_bpf() {
   "$SMCR_CTL" status >/dev/null 2>&1 || "$SMCR_CTL" load >/dev/null || { log "FAIL: smcr_ctl load"; exit 1; }
 }
 
+# A port below the kernel's ephemeral range (ip_local_port_range starts at
+# 32768), free now: a port the kernel picked (bind to 0) comes from that
+# range, and a client connection made meanwhile could take it as its own
+# local port before the server binds it (EADDRINUSE, seen under load).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randint(10000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()
+'
 }
 
 # Runs a command under the shim with per-test stats and optional debug.
