@@ -45,8 +45,9 @@ namespace {
 // nothing for: before_fork has work only while there are some.
 std::atomic<int> g_carried{0};
 
-// How long the engine thread may take to reach its pause (it never blocks).
-constexpr int kPauseWaitMs = 1000;
+// How long the engine thread may take to reach its pause (it never blocks;
+// a machine under load may not run it for a while).
+constexpr int kPauseWaitMs = 5000;
 
 bool socket_is(int fd, int family, int type) {
   int d = -1, t = -1;

@@ -328,7 +328,7 @@ bench_fork() {  # bench_fork MODE forking|inetd KEY
   if server_start "$mode" "$D" "$port" python3 "$FORK_ECHO" server "$kind" "$port"; then
     client_run "$mode" "$D" "$port" $((SECS * 4 + 60)) python3 "$FORK_ECHO" client "$port" 4 64
   fi
-  stop_server
+  stop_server TERM  # started in the background: SIGINT is ignored there
   finish_run "$key" "$mode" "$RC" "$D" "$key=$(sed -n 's/^rate=//p' "$D/client.out" | head -1)"
 }
 

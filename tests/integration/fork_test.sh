@@ -181,18 +181,31 @@ t.join()
 print("echo=%s" % ("ok" if hashlib.sha256(got).digest() == hashlib.sha256(data).digest() else "BAD(%d/%d)" % (len(got), size)))
 '
 SIZES="1 100000 3000000 20000000"
+# Carrying a connection into an exec'd program (core/exec_carry.h) has the
+# forked child start an engine thread before its exec. In the ASan build
+# that thread can hang at its first malloc (GCC 12's libasan intercepts no
+# fork(): an allocator lock a parent thread held at the fork stays taken),
+# so the exec cannot pause it and the connection is lost (1 run in ~4 under
+# two parallel test loads). There the exec'd programs get the relay instead
+# (SMCR_EXEC_CARRY=0), which starts no thread in the child.
+if [ "${SMCR_SANITIZE:-OFF}" = ON ]; then EXEC_CARRY=(SMCR_EXEC_CARRY=0); else EXEC_CARRY=(); fi
 handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port; port=$(free_port)
   reset_stats
-  bg $wrap python3 -c "$SERVERS" "$2" "$port" 4
+  bg $wrap env "${EXEC_CARRY[@]}" python3 -c "$SERVERS" "$2" "$port" 4
   local spid=$BG_PID
   wait_port "$port" || { log "$2 server did not start"; HOUT=; return 1; }
   HOUT=$(for size in $SIZES; do $wrap timeout 60 python3 -c "$CLIENT" "$port" "$size" 2>&1 | tail -1; done)
   timeout 30 tail --pid="$spid" -f /dev/null
   log "$1 $2: $(tr '\n' ' ' <<<"$HOUT")"
 }
-for kind in forkingmixin late_close inetd_exec read_then_exec; do
+# read_then_exec: the child reads before it execs, so the connection is its
+# own by then; without carrying (the ASan build) the exec'd program could
+# not use it (README, exec).
+KINDS="forkingmixin late_close inetd_exec read_then_exec"
+[ ${#EXEC_CARRY[@]} -gt 0 ] && KINDS="forkingmixin late_close inetd_exec"
+for kind in $KINDS; do
   handoff_run plain "$kind"
   check "plain TCP $kind: every echo intact" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
   handoff_run smc "$kind"
@@ -207,6 +220,8 @@ for kind in forkingmixin late_close inetd_exec read_then_exec; do
     # destructor: their counters are written by the shim's _exit.
     check "SMC-R $kind: every child counted its adoption, though it ended with _exit ($(stat_sum adopted))" \
       [ "$(stat_sum adopted)" = 4 ]
+  elif [ ${#EXEC_CARRY[@]} -gt 0 ]; then
+    check "SMC-R $kind (ASan build, SMCR_EXEC_CARRY=0): the server relays each connection to its exec'd child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
   else
     # exec: the child takes the connection over, then carries it into the
     # program it execs (core/exec_carry.h): no relay, no process between.
@@ -332,7 +347,9 @@ die_run() {  # die_run POINT -> DOUT (the client's line), DSECS
   SMCR_TEST_DIE_IN_REHOME=$1 bg under_smc python3 -c "$SERVERS" killed "$port" 1 "$ready" 2>"$TEST_TMP/die_err.$1"
   wait_port "$port" || { log "server did not start"; DOUT=; return 1; }
   local t0=$SECONDS
-  DOUT=$(under_smc timeout 60 python3 -c "$CLIENT" "$port" 3000000 2>&1 | tail -1)
+  # The last line that says something: the writer thread's traceback may
+  # come after the main thread's and end with an empty line.
+  DOUT=$(under_smc timeout 60 python3 -c "$CLIENT" "$port" 3000000 2>&1 | grep -v '^[[:space:]]*$' | tail -1)
   DSECS=$((SECONDS - t0))
   # The child ends with its connection, whatever became of it.
   local t=0
@@ -394,7 +411,7 @@ addr_run() {  # addr_run plain|smc -> AOUT
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port; port=$(free_port)
   reset_stats
-  bg $wrap python3 -c "$ADDR_SERVER" "$port"
+  bg $wrap env "${EXEC_CARRY[@]}" python3 -c "$ADDR_SERVER" "$port"
   local spid=$BG_PID
   wait_port "$port" || { log "address server did not start"; AOUT=; return 1; }
   AOUT=$($wrap timeout 60 python3 -c "$ADDR_CLIENT" "$port" 2>&1 | tail -1)
@@ -405,8 +422,13 @@ addr_run plain
 check "plain TCP: the exec'd program sees the TCP connection's family, protocol and addresses" grep -q "^exec_addresses=ok" <<<"$AOUT"
 addr_run smc
 check "SMC-R: the exec'd program sees the TCP connection's family, protocol and addresses" grep -q "^exec_addresses=ok" <<<"$AOUT"
-check "SMC-R: that connection was SMC-R and carried into the exec'd program ($(stat_sum smc_passive) passive, $(stat_sum exec_adopted) taken over after exec, $(stat_sum handovers) relayed)" \
-  [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum exec_adopted)" = 1 -a "$(stat_sum handovers)" = 0 ]
+if [ ${#EXEC_CARRY[@]} -gt 0 ]; then
+  check "SMC-R (ASan build, SMCR_EXEC_CARRY=0): that connection was SMC-R and relayed ($(stat_sum smc_passive) passive, $(stat_sum handovers) relayed)" \
+    [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum handovers)" = 1 ]
+else
+  check "SMC-R: that connection was SMC-R and carried into the exec'd program ($(stat_sum smc_passive) passive, $(stat_sum exec_adopted) taken over after exec, $(stat_sum handovers) relayed)" \
+    [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum exec_adopted)" = 1 -a "$(stat_sum handovers)" = 0 ]
+fi
 # --- later children do not inherit earlier relays ------------------------------
 # An accept-then-fork server forks its n-th child while it relays the n-1
 # before (PostgreSQL: a backend per connection, all alive at once). Each
