@@ -496,6 +496,27 @@ void handover(const HandoverArgs& a) {
 
 }  // namespace
 
+namespace {
+// A detached thread with a small stack that takes no signals meant for the
+// application (as the engine).
+bool start_thread(void* (*fn)(void*), void* arg, const char* name) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) return false;
+  pthread_setname_np(t, name);
+  return true;
+}
+}  // namespace
+
 bool start_handover(Connection* c, std::initializer_list<int> held) {
   auto* args = new HandoverArgs{c};
   std::vector<int> fds(held);
@@ -504,30 +525,20 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
     std::lock_guard<std::mutex> lock(g_mu);
     offers().push_back(c->handoff_word());
   }
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  // Like the engine, the thread takes no signals meant for the application.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int rc = pthread_create(&t, &attr, [](void* p) -> void* {
-    HandoverArgs args = *static_cast<HandoverArgs*>(p);
-    delete static_cast<HandoverArgs*>(p);
-    handover(args);
-    return nullptr;
-  }, args);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
+  bool started = start_thread(
+      [](void* p) -> void* {
+        HandoverArgs args = *static_cast<HandoverArgs*>(p);
+        delete static_cast<HandoverArgs*>(p);
+        handover(args);
+        return nullptr;
+      },
+      args, "smcr-handover");
+  if (!started) {
     forget_offer(c->handoff_word());
     forget_held(args->held);
     delete args;
     return false;
   }
-  pthread_setname_np(t, "smcr-handover");
   return true;
 }
 
@@ -540,23 +551,15 @@ bool relay_in_place(Connection* c) {
   int own[] = {r->own_fd};
   r->held = note_held(own);
   note_held_as(r->held, c->held_fds());
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int rc = pthread_create(&t, &attr, [](void* p) -> void* {
-    RelayArgs args = *static_cast<RelayArgs*>(p);
-    delete static_cast<RelayArgs*>(p);
-    relay(args);
-    return nullptr;
-  }, r);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
+  bool started = start_thread(
+      [](void* p) -> void* {
+        RelayArgs args = *static_cast<RelayArgs*>(p);
+        delete static_cast<RelayArgs*>(p);
+        relay(args);
+        return nullptr;
+      },
+      r, "smcr-relay");
+  if (!started) {
     // The stream has no server: its readers see it end.
     SMCR_LOG(0, "conn %08x: no thread for its relay: the connection ends", c->local_token());
     forget_held(r->held);
@@ -564,9 +567,7 @@ bool relay_in_place(Connection* c) {
     sys::close(r->child_fd);
     delete r;
     c->app_close(true);
-    return true;
   }
-  pthread_setname_np(t, "smcr-relay");
   return true;
 }
 
