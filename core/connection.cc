@@ -281,10 +281,7 @@ void Connection::close_memfds_unless_own_link() {
 }
 
 void Connection::close_memfds() {
-  for (int* fd : {&rmb_memfd_, &peer_rmb_memfd_}) {
-    if (*fd >= 0) sys::close(*fd);
-    *fd = -1;
-  }
+  for (int* fd : {&rmb_memfd_, &peer_rmb_memfd_}) sys::close_reset(fd);
 }
 
 // How long a child's call on an inherited connection waits for the parent
@@ -371,10 +368,7 @@ bool Connection::handed_over(bool claim) {
       if (s == kGone && app_fd_ >= 0) drain_readiness_locked();  // our stale copy's counters only
       // Our inherited copies of the readiness pair would keep the stream open
       // after the parent's relay (or the parent) is gone.
-      for (int* fd : {&app_fd_, &engine_end_}) {
-        if (*fd >= 0) sys::close(*fd);
-        *fd = -1;
-      }
+      for (int* fd : {&app_fd_, &engine_end_}) sys::close_reset(fd);
     }
     return true;
   }
@@ -598,10 +592,7 @@ bool Connection::rehome_to_child() {
   // Forgotten here without a word to the peer: the holder has every
   // descriptor and mapping, and the peer its new link.
   Engine::get().unwatch_tcp(this);
-  for (int* fd : {&tcp_fd_, &engine_end_, &peer_bell_fd_}) {
-    if (*fd >= 0) sys::close(*fd);
-    *fd = -1;
-  }
+  for (int* fd : {&tcp_fd_, &engine_end_, &peer_bell_fd_}) sys::close_reset(fd);
   close_memfds();
   released_ = app_closed_ = true;
   state_ = CloseState::kClosed;

@@ -339,19 +339,16 @@ void Engine::loop() {
   int64_t last_keepalive = sys::now_ms();
   epoll_event events[64];
   for (;;) {
+    refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
+    int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
     {
       std::unique_lock<std::mutex> lock(im->mu);
-      if (im->pause_asked) {
+      if (im->pause_asked) {  // pause_for_exec: between two batches
         im->paused = true;
         im->pause_cv.notify_all();
         im->pause_cv.wait(lock, [im] { return !im->pause_asked; });
         im->paused = false;
       }
-    }
-    refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
-    int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
-    {
-      std::lock_guard<std::mutex> lock(im->mu);
       int64_t now = sys::now_ms();
       auto consider = [&](int64_t d) {
         int left = d <= now ? 0 : static_cast<int>(std::min<int64_t>(d - now, INT32_MAX));

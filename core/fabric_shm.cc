@@ -210,45 +210,52 @@ void shm_free_rmb(LocalRmb* rmb) {
   rmb->handle = -1;
 }
 
-void shm_release_handle(LocalRmb* rmb) {
-  if (rmb->handle >= 0) sys::close(rmb->handle);
-  rmb->handle = -1;
+namespace {
+// Maps an RMB's memfd shared: sealed against shrinking (a peer cannot
+// SIGBUS us), at least `size` bytes, with the control page after them if
+// the file has one (*control). Null if it is none of that.
+uint8_t* map_sealed_rmb(int memfd, uint32_t size, bool* control, int* seals) {
+  struct stat st;
+  *seals = sys::fcntl(memfd, F_GET_SEALS);
+  bool ok = *seals >= 0 && (*seals & F_SEAL_SHRINK) && fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size >= static_cast<off_t>(size) && size > 0;
+  *control = ok && st.st_size >= static_cast<off_t>(size + cdcmem::kControlBytes);
+  size_t mapped = size + (*control ? cdcmem::kControlBytes : 0);
+  void* p = ok ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
+}  // namespace
 
 bool shm_map_remote(int memfd, uint32_t size, RemoteRmb* out, int* keep) {
-  struct stat st;
-  int seals = sys::fcntl(memfd, F_GET_SEALS);
-  bool ok = seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) &&
-            st.st_size >= static_cast<off_t>(size) && size > 0;
+  bool control = false;
+  int seals = -1;
   // A peer whose memfd has no control page after the RMB gets its CDCs as
   // link messages only.
-  bool control = ok && st.st_size >= static_cast<off_t>(size + cdcmem::kControlBytes);
-  size_t mapped = size + (control ? cdcmem::kControlBytes : 0);
-  void* p = ok ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0) : MAP_FAILED;
-  if (keep && p != MAP_FAILED) *keep = memfd;
+  uint8_t* p = map_sealed_rmb(memfd, size, &control, &seals);
+  if (keep && p) *keep = memfd;
   else sys::close(memfd);
-  if (p == MAP_FAILED) {
+  if (!p) {
     SMCR_LOG(1, "shm: peer RMB rejected (seals=%d size=%u)", seals, size);
     return false;
   }
-  out->addr = static_cast<uint8_t*>(p);
+  out->addr = p;
   out->size = size;
-  out->control = control ? out->addr + size : nullptr;
+  out->control = control ? p + size : nullptr;
   return true;
 }
 
 bool shm_map_own(int memfd, uint32_t size, LocalRmb* out) {
-  struct stat st;
-  int seals = sys::fcntl(memfd, F_GET_SEALS);
-  const size_t mapped = size + cdcmem::kControlBytes;
-  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) || size == 0 ||
-      st.st_size < static_cast<off_t>(mapped))
-    return false;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (p == MAP_FAILED) return false;
-  out->addr = static_cast<uint8_t*>(p);
+  bool control = false;
+  int seals = -1;
+  uint8_t* p = map_sealed_rmb(memfd, size, &control, &seals);
+  if (p && !control) {  // ours always has one (shm_alloc_rmb)
+    munmap(p, size);
+    p = nullptr;
+  }
+  if (!p) return false;
+  out->addr = p;
   out->size = size;
-  out->control = out->addr + size;
+  out->control = p + size;
   out->handle = -1;
   return true;
 }

@@ -39,9 +39,6 @@ bool shm_gid_is_local(const clc::Gid& gid);
 
 bool shm_alloc_rmb(uint32_t size, LocalRmb* out);
 void shm_free_rmb(LocalRmb* rmb);
-// Closes the RMB's memfd once the peer holds its own reference (the mapping
-// stays): one fd fewer per connection.
-void shm_release_handle(LocalRmb* rmb);
 // Maps a peer's RMB memfd after checking its seals and size; takes ownership
 // of memfd: closed, or with `keep` moved to *keep (an exec may pass it on,
 // core/exec_handover.h).

@@ -421,13 +421,6 @@ void fill_ip_area(const sockaddr_storage& ss, clc::Proposal* p) {
 
 // One side's fabric resources while the handshake runs; whatever is still
 // here when the handshake fails is released by the destructor.
-void close_memfds(int* a, int* b) {
-  for (int* fd : {a, b}) {
-    if (*fd >= 0) sys::close(*fd);
-    *fd = -1;
-  }
-}
-
 struct FabricSetup {
   std::unique_ptr<Link> link;
   LocalRmb rmb;     // ours, RMBE index 1
@@ -441,7 +434,8 @@ struct FabricSetup {
   int memfd = -1;       // shm: ConnRmbs::memfd, peer_memfd
   int peer_memfd = -1;
   ~FabricSetup() {
-    close_memfds(&memfd, &peer_memfd);
+    sys::close_reset(&memfd);
+    sys::close_reset(&peer_memfd);
     if (peer.addr && link) link->release_remote_rmb(&peer);
     else if (peer.addr) shm_unmap_remote(&peer);
     if (rmb.addr && link) link->free_local_rmb(&rmb);
@@ -581,7 +575,8 @@ struct ConnRmbs {
 // Releases what a failed handshake registered.
 void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
   g->free_rmbs(&r->local, &r->peer);
-  close_memfds(&r->memfd, &r->peer_memfd);
+  sys::close_reset(&r->memfd);
+  sys::close_reset(&r->peer_memfd);
 }
 
 // The handshake succeeded on `group`: the RMBs become a connection on the

@@ -257,11 +257,8 @@ void LinkGroup::release_hold() {
 static bool names(const PeerRmbTokens& t, const RemoteRmb& m);
 
 LinkGroup* LinkGroup::make_rehomed(const LinkGroup& like, std::unique_ptr<Link> link) {
-  int slot = like.primary_slot();
-  const GroupLink& l = like.links_[static_cast<size_t>(slot)];
-  auto* g = new LinkGroup(like.role_, like.peer_, std::move(link), l.num, l.local, l.remote);
-  g->rehomed_ = true;
-  return g;
+  const GroupLink& l = like.links_[static_cast<size_t>(like.primary_slot())];
+  return make_carried(like.role_, like.peer_, std::move(link), l.num, l.local, l.remote);
 }
 
 LinkGroup* LinkGroup::make_carried(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,

@@ -40,6 +40,11 @@ inline int close(int fd) {
   forget_own_fd(fd);
   return static_cast<int>(::syscall(SYS_close, fd));
 }
+// Closes *fd if open and marks it closed (-1).
+inline void close_reset(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
 inline ssize_t send(int fd, const void* buf, size_t n, int flags) {
   return ::syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
 }

@@ -69,10 +69,7 @@ std::array<int32_t*, 7> descriptors(Record* r) {
 }
 
 void close_all(Record* r) {
-  for (int32_t* fd : descriptors(r)) {
-    if (*fd >= 0) sys::close(*fd);
-    *fd = -1;
-  }
+  for (int32_t* fd : descriptors(r)) sys::close_reset(fd);
 }
 
 // Takes one connection of the record over; false (everything of it closed:
@@ -102,8 +99,7 @@ bool adopt_one(Record r) {
   if (!why) {
     peer.rkey = r.peer_rkey;
     peer.vaddr = r.peer_vaddr;
-    int kept = -1;
-    if (!shm_map_remote(r.peer_memfd, r.peer_size, &peer, &kept)) {
+    if (!shm_map_remote(r.peer_memfd, r.peer_size, &peer, &r.peer_memfd)) {
       r.peer_memfd = -1;  // closed by shm_map_remote
       why = "the peer's RMB cannot be mapped";
     }

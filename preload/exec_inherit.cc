@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/exec_carry.h"
 #include "core/log.h"
 #include "core/sys.h"
 #include "preload/fd_table.h"
@@ -177,7 +178,7 @@ char* const* environment_for_exec(char* const envp[], const std::vector<std::pai
     return std::strncmp(e, name, len) == 0 && e[len] == '=';
   };
   for (char* const* e = envp; e && *e; ++e)
-    if (!named(*e, kVariable) && !named(*e, "SMCR_EXEC_SMC")) storage->envp.push_back(*e);
+    if (!named(*e, kVariable) && !named(*e, smcr::exec_carry::kVariable)) storage->envp.push_back(*e);
   if (!storage->variable.empty()) storage->envp.push_back(storage->variable.data());
   if (!storage->carry_variable.empty()) storage->envp.push_back(storage->carry_variable.data());
   storage->envp.push_back(nullptr);

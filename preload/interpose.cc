@@ -1302,7 +1302,7 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
         return;
       }
     }
-    if (carriable && c->exec_carriable()) {
+    if (carriable && c->exec_carriable()) {  // asked again: a claim above moved it here
       carry.emplace_back(fd, c);
       return;
     }
