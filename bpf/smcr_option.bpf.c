@@ -43,7 +43,8 @@
  *   lookup as (b), and the saved SYN (cookie children have none -> not ok,
  *   matching (a)). A child whose listener is not registered gets no record.
  *   A SYN-ACK whose reservation/store failed (option space full) is remembered
- *   in the LRU hash "smcr_synack_fail" keyed by (netns, 4-tuple); the child
+ *   in the LRU hash "smcr_synack_fail" keyed by (netns, 4-tuple, the SYN's
+ *   TSval), with its time (an entry older than a request sock lives is void); the child
  *   consults it at PASSIVE_ESTABLISHED_CB, and a TFO child (established before
  *   its SYN-ACK is sent) again when it leaves SYN_RECV (STATE_CB).
  *   Limitations: an application that clears TCP_SAVE_SYN on an opted-in
@@ -104,6 +105,11 @@ struct {
 	__type(value, __u32);
 } smcr_result SEC(".maps");
 
+/* One connection attempt: the 4-tuple alone comes back within seconds when
+ * ephemeral ports cycle, and an entry whose child never came (the client gave
+ * up) must not speak for the next connection on it. The SYN's TSval (0
+ * without timestamps) tells attempts apart; the value, when the SYN-ACK
+ * failed (ns), bounds an entry's life to the SYN-ACK retransmissions'. */
 struct fail_key {
 	__u64 netns;
 	__u32 family;
@@ -111,13 +117,17 @@ struct fail_key {
 	__u32 rport;
 	__u32 laddr[4];
 	__u32 raddr[4];
+	__u32 syn_tsval;
 };
+
+/* Longer than a request sock lives (tcp_synack_retries 5: about 63 s). */
+#define SMCR_FAIL_MAX_AGE_NS (180ULL * 1000000000ULL)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct fail_key);
-	__type(value, __u8);
+	__type(value, __u64);
 } smcr_synack_fail SEC(".maps");
 
 /* Opted-in listeners: (netns, port, bound address) -> 1. */
@@ -215,6 +225,16 @@ static __always_inline int listener_opted_in(struct bpf_sock_ops *skops)
 	return bpf_map_lookup_elem(&smcr_listeners, &k) != 0;
 }
 
+/* The TSval of the SYN being answered (request sock) or saved (child), or 0. */
+static __always_inline __u32 syn_tsval(struct bpf_sock_ops *skops)
+{
+	__u8 ts[10] = { 8, 10 }; /* kind 8, length 10: TSval, TSecr */
+
+	if (bpf_load_hdr_opt(skops, ts, sizeof(ts), BPF_LOAD_HDR_OPT_TCP_SYN) != 10)
+		return 0;
+	return ((__u32)ts[2] << 24) | ((__u32)ts[3] << 16) | ((__u32)ts[4] << 8) | ts[5];
+}
+
 static __always_inline void make_fail_key(struct bpf_sock_ops *skops, struct fail_key *k)
 {
 	__u32 r0 = 0, r1 = 0, r2 = 0, r3 = 0;
@@ -242,27 +262,31 @@ static __always_inline void make_fail_key(struct bpf_sock_ops *skops, struct fai
 	k->raddr[1] = r1;
 	k->raddr[2] = r2;
 	k->raddr[3] = r3;
+	k->syn_tsval = syn_tsval(skops);
 }
 
 static __always_inline void synack_failed(struct bpf_sock_ops *skops)
 {
 	struct fail_key k;
-	__u8 one = 1;
+	__u64 now = bpf_ktime_get_ns();
 
 	make_fail_key(skops, &k);
-	bpf_map_update_elem(&smcr_synack_fail, &k, &one, BPF_ANY);
+	bpf_map_update_elem(&smcr_synack_fail, &k, &now, BPF_ANY);
 }
 
 /* Child side: did the SYN-ACK for this connection fail to carry the option? */
 static __always_inline int synack_fail_consume(struct bpf_sock_ops *skops)
 {
 	struct fail_key k;
+	__u64 *when, at;
 
 	make_fail_key(skops, &k);
-	if (!bpf_map_lookup_elem(&smcr_synack_fail, &k))
+	when = bpf_map_lookup_elem(&smcr_synack_fail, &k);
+	if (!when)
 		return 0;
+	at = *when;
 	bpf_map_delete_elem(&smcr_synack_fail, &k);
-	return 1;
+	return bpf_ktime_get_ns() - at < SMCR_FAIL_MAX_AGE_NS;
 }
 
 /* HDR_OPT_LEN_CB. sk is NULL for request socks (SYN-ACK). */
@@ -315,7 +339,26 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops *skops, struct bp
 		bpf_reserve_hdr_opt(skops, SMCR_RESERVE, 0);
 }
 
-/* WRITE_HDR_OPT_CB: only called when we reserved space in HDR_OPT_LEN_CB. */
+/* Would our HDR_OPT_LEN_CB have reserved room on this SYN-ACK of a request
+ * sock? The same decision, made again: nothing is carried between the two
+ * callbacks of a request sock. */
+static __always_inline int synack_wants_option(struct bpf_sock_ops *skops)
+{
+	if (!(skops->skb_tcp_flags & TCPHDR_ACK))
+		return 0;
+	if (skops->args[0] & BPF_WRITE_HDR_TCP_SYNACK_COOKIE)
+		return 0;
+	return listener_opted_in(skops) && has_smcr_opt(skops, BPF_LOAD_HDR_OPT_TCP_SYN);
+}
+
+/* WRITE_HDR_OPT_CB. The kernel calls every program on the socket's path once
+ * any of them reserved room, so this one may be asked to write on a segment
+ * it reserved nothing for: another load of this program (a test's or a
+ * container's under the host's), or an unrelated program with an option of
+ * its own. It writes, and records, only for sockets opted into its own maps
+ * (the decision of on_hdr_opt_len, made again); anything else would put the
+ * option on a socket that did not opt in, or leave a SYN-ACK "failure" in
+ * smcr_synack_fail for a connection this load never saw. */
 static __always_inline void on_write_hdr_opt(struct bpf_sock_ops *skops, struct bpf_sock *sk)
 {
 	__u8 tcpf = skops->skb_tcp_flags;
@@ -324,6 +367,17 @@ static __always_inline void on_write_hdr_opt(struct bpf_sock_ops *skops, struct 
 
 	if (!(tcpf & TCPHDR_SYN))
 		return; /* never on non-SYN segments */
+	if (!sk) {
+		if (!synack_wants_option(skops))
+			return;
+	} else if (tcpf & TCPHDR_ACK) {
+		/* TFO child SYN-ACK retransmission: as the child recorded. */
+		r = result_of(sk, 0);
+		if (!r || !(*r & SMCR_R_WE_SENT_SYNACK_OPT))
+			return;
+	} else if (!opted_in(sk)) {
+		return;
+	}
 	err = bpf_store_hdr_opt(skops, smcr_opt_bytes, sizeof(smcr_opt_bytes), 0);
 	if (err == -EEXIST)
 		err = 0; /* another load of this program already wrote it */
@@ -334,7 +388,7 @@ static __always_inline void on_write_hdr_opt(struct bpf_sock_ops *skops, struct 
 		return;
 	}
 	if (tcpf & TCPHDR_ACK)
-		return; /* TFO child SYN-ACK retransmission */
+		return;
 	r = result_of(sk, 1);
 	if (!r)
 		return;
