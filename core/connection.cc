@@ -424,7 +424,7 @@ bool Connection::start_relaying(int* child_fd, int* own_fd) {
 
 bool Connection::relay_here(int* child_fd, int* own_fd) {
   std::lock_guard<Connection> lock(*this);
-  if (!carried_ || relayed_ || foreign() || app_fd_ < 0) return false;
+  if (relayed_ || foreign() || app_fd_ < 0) return false;
   // Nothing is parked from now on: the relay reads the connection as any
   // reader does, woken by the new readiness pair.
   deferral_ = nullptr;

@@ -174,11 +174,12 @@ class Connection {
                                 const RemoteRmb& peer);
   // Taken over after an exec (exec_adopt).
   bool carried() const { return carried_; }
-  // Before this process forks with a carried connection: its children may
-  // use it, maybe where the shim cannot run (a seccomp sandbox: sshd's
-  // privilege-separated child), so the application's socket becomes a
-  // plain stream that a relay here serves (core/handoff.h relay_in_place),
-  // for this process and its children alike.
+  // Before another program may use the application's socket where the shim
+  // cannot take the connection over (a carried connection's fork: sshd's
+  // seccomp-sandboxed child; a program spawned by posix_spawn, system() or
+  // a vfork child's exec, which the shim never sees fork): the socket
+  // becomes a plain stream that a relay here serves (core/handoff.h
+  // relay_in_place), for this process and the others alike.
   bool relay_here(int* child_fd, int* own_fd);
 
   // --- application side (return -1 with errno like the libc calls) ---

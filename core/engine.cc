@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -78,6 +80,15 @@ struct Engine::Impl {
   bool pause_asked = false;
   bool paused = false;
   std::condition_variable pause_cv;
+  // run_on_engine_thread: queued under mu, each marked done under mu.
+  struct Task {
+    std::function<void()> run;
+    bool done = false;
+  };
+  std::vector<std::shared_ptr<Task>> tasks;
+  std::atomic<int> pending_tasks{0};  // tasks.size(), read without mu
+  std::condition_variable task_cv;
+  pid_t pid = 0;  // whose smcr-diag socket this engine serves
   std::set<Watch*> watches;
   // Watches that live as long as the process (wake-up, diagnostics,
   // adapters): kept here too, not only in the kernel's epoll set, so that
@@ -115,6 +126,7 @@ void Engine::start() {
   impl_ = new Impl();
   impl_->epfd = sys::hide_fd(epoll_create1(EPOLL_CLOEXEC));
   impl_->wake_fd = sys::hide_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  impl_->pid = getpid();
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
   impl_->permanent.push_back(w);
   epoll_event ev{EPOLLIN, {.ptr = w}};
@@ -311,6 +323,31 @@ bool Engine::serve_shm_rendezvous() {
   return true;
 }
 
+bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
+  Engine* e = get_if_started();
+  if (!e) return false;
+  Impl* im = e->impl_;
+  auto t = std::make_shared<Impl::Task>();
+  t->run = std::move(task);
+  std::unique_lock<std::mutex> lock(im->mu);
+  im->tasks.push_back(t);
+  im->pending_tasks.store(static_cast<int>(im->tasks.size()), std::memory_order_release);
+  uint64_t one = 1;
+  if (sys::write(im->wake_fd, &one, sizeof one) != static_cast<ssize_t>(sizeof one)) {
+    // A vfork child that closed every other descriptor (CPython's
+    // close_fds): a connection to the engine's diagnostics socket wakes it.
+    int poke = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(im->pid));
+    if (poke >= 0) {
+      sys::connect(poke, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n));
+      sys::close(poke);
+    }
+  }
+  return im->task_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&t] { return t->done; });
+}
+
 bool Engine::pause_for_exec(int timeout_ms) {
   Engine* e = get_if_started();
   if (!e) return true;
@@ -334,6 +371,23 @@ void Engine::resume_after_exec() {
 
 void Engine::loop() {
   Impl* im = impl_;
+  // run_on_engine_thread's tasks, after any wake-up (a vfork child that
+  // closed its copy of wake_fd wakes us through the diagnostics socket).
+  auto run_tasks = [im] {
+    if (im->pending_tasks.load(std::memory_order_acquire) == 0) return;
+    std::vector<std::shared_ptr<Impl::Task>> tasks;
+    {
+      std::lock_guard<std::mutex> lock(im->mu);
+      tasks.swap(im->tasks);
+      im->pending_tasks.store(0, std::memory_order_relaxed);
+    }
+    for (auto& t : tasks) {
+      t->run();
+      std::lock_guard<std::mutex> lock(im->mu);
+      t->done = true;
+    }
+    im->task_cv.notify_all();
+  };
   std::vector<Watch*> group_watches;
   std::set<int> device_fds;
   int64_t last_keepalive = sys::now_ms();
@@ -362,6 +416,7 @@ void Engine::loop() {
       im->sleep_until_ms = timeout < 0 ? INT64_MAX : now + timeout;
     }
     int n = epoll_wait(im->epfd, events, 64, timeout);
+    run_tasks();
     for (int i = 0; i < n; ++i) {
       Watch* w = static_cast<Watch*>(events[i].data.ptr);
       switch (w->kind) {

@@ -48,6 +48,11 @@ class Engine {
   static bool pause_for_exec(int timeout_ms);
   // The exec failed: the thread goes on.
   static void resume_after_exec();
+  // Runs `task` on this process's engine thread and waits up to timeout_ms
+  // for it to end (false: no thread, or not in time; the task still runs).
+  // For a vfork() child, which shares this process's memory but cannot
+  // start a thread that outlives its exec.
+  static bool run_on_engine_thread(std::function<void()> task, int timeout_ms);
 
  private:
   Engine() = default;

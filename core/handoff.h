@@ -115,7 +115,7 @@ uint64_t forks_made();
 // `held` are the connection's descriptors: they are closed in every child
 // forked while the thread runs, which could never use them.
 bool start_handover(Connection* c, std::initializer_list<int> held);
-// A carried connection (Connection::relay_here) relayed from now on by a
+// A connection (Connection::relay_here) relayed from now on by a
 // thread of this process, while the application keeps its descriptors:
 // they are the relay's stream after the relay marker, which the caller
 // drains (drain_to_marker) before anything else reads them.

@@ -235,30 +235,13 @@ void before_fork() {
     }
   });
   for (auto& [c, fds] : conns) {
-    int tcp = c->tcp_fd() >= 0 ? sys::dup_hidden(c->tcp_fd()) : -1;
-    if (!handoff::relay_in_place(c)) {
-      SMCR_LOG(1, "conn %08x: a fork shares it, and it cannot be relayed: the children cannot use it",
-               c->local_token());
-      if (tcp >= 0) sys::close(tcp);
-      c->unref();
+    uint32_t token = c->local_token();
+    if (!exec_inherit::relay_numbers(c, fds)) {
+      SMCR_LOG(1, "conn %08x: a fork shares it, and it cannot be relayed: the children cannot use it", token);
       continue;
     }
     g_carried.fetch_sub(1, std::memory_order_relaxed);
-    // The numbers are plain streams now; one table reference stays with the
-    // relay, which closes the connection when the last of them is closed.
-    for (size_t i = 0; i < fds.size(); ++i) {
-      Connection* t = fd_table().take(fds[i]);
-      if (t && i > 0) t->unref();
-    }
-    // What the socket held before the relay's marker is readiness bytes
-    // (read past the table: the numbers are no connection's any more).
-    int marker[1] = {-1};
-    if (handoff::drain_to_marker(fds[0], marker, 2000, handoff::kRelayMarker) > 0) sys::close(marker[0]);
-    handoff::publish(c->handoff_word(), handoff::kRelayReady);
-    if (tcp >= 0)
-      for (int fd : fds) exec_inherit::adopt_pair(fd, tcp);
-    SMCR_LOG(1, "conn %08x: this carried connection is shared by a fork: relayed from here on", c->local_token());
-    c->unref();
+    SMCR_LOG(1, "conn %08x: this carried connection is shared by a fork: relayed from here on", token);
   }
 }
 

@@ -1,9 +1,14 @@
 #include "preload/exec_inherit.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <atomic>
@@ -12,7 +17,10 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/connection.h"
+#include "core/engine.h"
 #include "core/exec_carry.h"
+#include "core/handoff.h"
 #include "core/log.h"
 #include "core/sys.h"
 #include "preload/fd_table.h"
@@ -105,6 +113,138 @@ void adopt_from_environment() {
       }
     if (!used) sys::close(hidden);
   }
+}
+
+bool relay_numbers(Connection* c, const std::vector<int>& fds) {
+  int tcp = c->tcp_fd() >= 0 ? sys::dup_hidden(c->tcp_fd()) : -1;
+  if (fds.empty() || !handoff::relay_in_place(c)) {
+    if (tcp >= 0) sys::close(tcp);
+    c->unref();
+    return false;
+  }
+  // The numbers are plain streams now; one table reference stays with the
+  // relay, which closes the connection when the last of them is closed.
+  for (size_t i = 0; i < fds.size(); ++i) {
+    Connection* t = fd_table().take(fds[i]);
+    if (t && i > 0) t->unref();
+  }
+  // What the socket held before the relay's marker is readiness bytes (read
+  // past the table: the numbers are no connection's any more).
+  int marker[1] = {-1};
+  if (handoff::drain_to_marker(fds[0], marker, 2000, handoff::kRelayMarker) > 0) sys::close(marker[0]);
+  handoff::publish(c->handoff_word(), handoff::kRelayReady);
+  if (tcp >= 0)
+    for (int fd : fds) adopt_pair(fd, tcp);
+  c->unref();
+  return true;
+}
+
+int relay_for_spawn() {
+  // Connections with a number the new program inherits, and all their numbers.
+  std::vector<std::pair<Connection*, std::vector<int>>> conns;  // each referenced once
+  std::vector<std::pair<int, Connection*>> numbers;           // referenced
+  fd_table().for_each_conn([&](int fd) {
+    if (Connection* c = fd_table().get(fd)) numbers.emplace_back(fd, c);
+  });
+  for (auto [fd, c] : numbers) {
+    int fdflags = sys::fcntl(fd, F_GETFD);
+    if (fdflags < 0 || (fdflags & FD_CLOEXEC)) continue;
+    if (std::none_of(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; })) {
+      c->ref();
+      conns.push_back({c, {}});
+    }
+  }
+  for (auto [fd, c] : numbers) {
+    for (auto& [conn, fds] : conns)
+      if (conn == c) fds.push_back(fd);
+    c->unref();
+  }
+  int relayed = 0;
+  for (auto& [c, fds] : conns) {
+    // A forked child's copy: its owner relays it to this process first.
+    if (c->foreign()) {
+      c->claim_for_exec();
+      bool mine = c->handed_over(true);
+      c->unref();
+      if (mine) ++relayed;
+      continue;
+    }
+    uint32_t token = c->local_token();
+    if (relay_numbers(c, fds)) {
+      ++relayed;
+      SMCR_LOG(1, "conn %08x: a program spawned from here inherits it: relayed from here on", token);
+    } else {
+      SMCR_LOG(0, "conn %08x: a spawned program inherits it, and it cannot be relayed: that program reads nothing",
+               token);
+    }
+  }
+  return relayed;
+}
+
+namespace {
+// On the parent's engine thread: relays the connections whose application
+// socket has one of `inodes`, with all their numbers.
+void relay_sockets(const std::vector<uint64_t>& inodes) {
+  std::vector<std::pair<Connection*, std::vector<int>>> conns;  // each referenced once
+  fd_table().for_each_conn([&](int fd) {
+    Connection* c = fd_table().get(fd);
+    if (!c) return;
+    struct stat st {};
+    if (sys::fstat(fd, &st) != 0 || std::find(inodes.begin(), inodes.end(), st.st_ino) == inodes.end()) {
+      c->unref();
+      return;
+    }
+    auto it = std::find_if(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; });
+    if (it == conns.end()) {
+      conns.push_back({c, {fd}});
+    } else {
+      it->second.push_back(fd);
+      c->unref();
+    }
+  });
+  for (auto& [c, fds] : conns) {
+    uint32_t token = c->local_token();
+    if (c->foreign()) {
+      c->unref();
+      continue;
+    }
+    if (relay_numbers(c, fds))
+      SMCR_LOG(1, "conn %08x: a program exec'd by a vfork child inherits it: relayed from here on", token);
+    else
+      SMCR_LOG(0, "conn %08x: a vfork child's program inherits it, and it cannot be relayed", token);
+  }
+}
+}  // namespace
+
+void relay_for_vfork_exec() {
+  bool any = false;
+  fd_table().for_each_conn([&](int) { any = true; });
+  if (!any) return;
+  // The child's descriptors, from /proc/self/fd (no allocation on the way).
+  std::vector<uint64_t> inodes;
+  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) return;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      char* end = nullptr;
+      long fd = std::strtol(d->d_name, &end, 10);
+      if (end == d->d_name || *end || fd == dir) continue;
+      int fdflags = sys::fcntl(static_cast<int>(fd), F_GETFD);
+      struct stat st {};
+      if (fdflags < 0 || (fdflags & FD_CLOEXEC) || sys::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
+        continue;
+      inodes.push_back(st.st_ino);
+    }
+  }
+  ::syscall(SYS_close, dir);
+  if (inodes.empty()) return;
+  if (!Engine::run_on_engine_thread([inodes] { relay_sockets(inodes); }, 3000))
+    SMCR_LOG(0, "exec in a vfork child: the parent's engine did not relay its connections in time");
 }
 
 void adopt_pair(int fd, int tcp) {

@@ -27,6 +27,31 @@ void adopt_from_environment();
 // descriptor, owned from now on): answered as the adopted ones are.
 void adopt_pair(int fd, int tcp);
 
+// Relays `c` in place (core/handoff.h relay_in_place): its numbers `fds` in
+// this process (the first one drained to the relay's marker) become plain
+// streams the relay serves, for this process and any other holding them,
+// and are adopted with a duplicate of its TCP socket. Consumes one reference
+// to `c`; the fd table's reference of fds[0] goes to the relay. False (and
+// nothing changed) when it cannot be relayed.
+bool relay_numbers(Connection* c, const std::vector<int>& fds);
+
+// Before a program starts from this process in a way the shim never sees
+// fork (posix_spawn, system(), popen(): glibc's own clone and exec): the
+// connections of this process it would inherit (a number without
+// FD_CLOEXEC; a forked child's copy is claimed from its owner first) are
+// relayed (relay_numbers), so that it reads and writes the peer's bytes, as
+// it would a TCP socket's. Returns how many were relayed.
+int relay_for_spawn();
+
+// In a vfork() child about to exec (CPython's subprocess): it shares this
+// process's memory but not its descriptors or threads, and the connections
+// it keeps (its descriptors without FD_CLOEXEC that are one of theirs, by
+// socket inode) are relayed by the parent's engine thread, as
+// relay_for_spawn would. Its environment names no TCP socket for them (it
+// may have closed every other descriptor): their addresses are AF_UNIX's
+// there.
+void relay_for_vfork_exec();
+
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);
 // The number was closed or replaced (close, dup2 over it).

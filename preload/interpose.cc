@@ -92,7 +92,8 @@ F resolve(const char* name) {
   X(writev) X(recv) X(send) X(recvfrom) X(sendto) X(recvmsg) X(sendmsg) X(fcntl) X(ioctl)      \
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
   X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_pwait) \
-  X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf) X(fork) X(posix_spawn) X(posix_spawnp)
+  X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf) X(fork) X(posix_spawn) X(posix_spawnp) \
+  X(system) X(popen)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.
@@ -124,6 +125,20 @@ void note_own_pid() {
     g_own_pid.store(static_cast<pid_t>(::syscall(SYS_getpid)), std::memory_order_relaxed);
   });
   (void)atfork;
+}
+
+// A vfork() child (CPython's subprocess, for one) runs in this process's
+// memory, the fd table included, but has descriptors of its own: what it
+// closes or duplicates changes only its numbers, so it must leave the table
+// alone (a close through the table would end the parent's connection, a
+// dup2 onto 0 would make the parent's stdin that connection). Asked only
+// where the table has something for the numbers: a plain socket's close
+// costs no system call.
+bool in_vfork_child() {
+  return static_cast<pid_t>(::syscall(SYS_getpid)) != g_own_pid.load(std::memory_order_relaxed);
+}
+bool table_knows(int fd) {
+  return fd_table().has_conn(fd) || fd_table().kind(fd) != smcr::preload::kFdUnknown;
 }
 
 __attribute__((constructor(101))) void resolve_all() {
@@ -709,6 +724,10 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 
 int close(int fd) {
   REAL(close);
+  if ((fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting ||
+       fd_table().kind(fd) == smcr::preload::kFdExecInherited) &&
+      in_vfork_child())
+    return real_close(fd);
   smcr::preload::epoll_forget_fd(fd);
   smcr::preload::epoll_settled(fd);
   smcr::preload::own::forget(fd);
@@ -849,6 +868,7 @@ int fcntl(int fd, int cmd, ...) {
       fd_table().kind(fd) == smcr::preload::kFdAccepting)
     return real_fcntl(fd, cmd, arg);
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+    if (table_knows(fd) && in_vfork_child()) return real_fcntl(fd, cmd, arg);
     DupRef c(fd);
     int rc = real_fcntl(fd, cmd, arg);
     if (rc < 0) return rc;
@@ -1039,6 +1059,7 @@ int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
 
 int dup(int fd) {
   REAL(dup);
+  if (table_knows(fd) && in_vfork_child()) return real_dup(fd);
   int rc = real_dup(fd);
   DupRef c(fd);
   if (c && rc >= 0) share_connection(rc, c.c);
@@ -1052,6 +1073,7 @@ int dup3(int oldfd, int newfd, int flags) {
     errno = EINVAL;
     return -1;
   }
+  if ((table_knows(oldfd) || table_knows(newfd)) && in_vfork_child()) return real_dup3(oldfd, newfd, flags);
   DupRef c(oldfd);
   smcr::preload::epoll_forget_fd(newfd);
   smcr::preload::epoll_settled(newfd);
@@ -1264,8 +1286,11 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
   // A vfork() child shares its parent's memory: it carries nothing. Nor
   // does a program that will not load the shim (it would hold descriptors
   // it cannot use): a relay serves it.
-  bool may_carry = smcr::preload::exec_carry::enabled() &&
-                   static_cast<pid_t>(::syscall(SYS_getpid)) == g_own_pid.load(std::memory_order_relaxed);
+  bool vfork_child = in_vfork_child();
+  bool may_carry = smcr::preload::exec_carry::enabled() && !vfork_child;
+  // What a vfork child keeps, its parent relays (it cannot: its threads end
+  // with the exec).
+  if (vfork_child) smcr::preload::exec_inherit::relay_for_vfork_exec();
   using smcr::preload::exec_carry::NewProgram;
   std::optional<NewProgram> program;  // asked once there is a connection
   std::vector<std::pair<int, Connection*>> carry;  // referenced
@@ -1362,18 +1387,61 @@ pid_t fork() {
   return real_fork();
 }
 
+}  // extern "C"
+
+namespace {
+// A program spawned without a fork the shim sees (posix_spawn, system(),
+// popen(): glibc clones and execs on its own) inherits this process's
+// descriptors as they are. The connections it would inherit are relayed
+// first (preload/exec_inherit.h, relay_for_spawn), and its environment names
+// their TCP sockets, as an exec's would; `spawn(envp)` starts it. With
+// `swap_environ` (system, popen: they take `environ`) the process' environment
+// is the new one while it starts, only when there is something to name.
+template <typename Spawn>
+auto spawn_inheriting(char* const envp[], bool swap_environ, Spawn spawn) {
+  smcr::preload::exec_carry::before_fork();
+  smcr::preload::settle_all_accepting();
+  std::vector<std::pair<int, int>> pairs;
+  if (smcr::preload::exec_inherit::relay_for_spawn() > 0) smcr::preload::exec_inherit::surviving(&pairs);
+  smcr::preload::exec_inherit::ExecEnvironment env;
+  char* const* spawn_envp = smcr::preload::exec_inherit::environment_for_exec(envp, pairs, &env);
+  char** saved = environ;
+  bool swapped = swap_environ && spawn_envp != envp;
+  if (swapped) environ = const_cast<char**>(spawn_envp);
+  auto rc = spawn(spawn_envp);
+  int saved_errno = errno;
+  if (swapped && environ == spawn_envp) environ = saved;
+  smcr::preload::exec_inherit::exec_failed(&env);  // our inheritable copies; the child has its own
+  errno = saved_errno;
+  return rc;
+}
+}  // namespace
+
+extern "C" {
+
 int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawn);
-  smcr::preload::exec_carry::before_fork();
-  return real_posix_spawn(pid, path, actions, attr, argv, envp);
+  return spawn_inheriting(envp, false,
+                          [&](char* const* e) { return real_posix_spawn(pid, path, actions, attr, argv, e); });
 }
 
 int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawnp);
-  smcr::preload::exec_carry::before_fork();
-  return real_posix_spawnp(pid, file, actions, attr, argv, envp);
+  return spawn_inheriting(envp, false,
+                          [&](char* const* e) { return real_posix_spawnp(pid, file, actions, attr, argv, e); });
+}
+
+int system(const char* command) {
+  REAL(system);
+  if (!command) return real_system(command);  // "is there a shell?"
+  return spawn_inheriting(environ, true, [&](char* const*) { return real_system(command); });
+}
+
+FILE* popen(const char* command, const char* type) {
+  REAL(popen);
+  return spawn_inheriting(environ, true, [&](char* const*) { return real_popen(command, type); });
 }
 
 // glibc's execv/execvp/execl* reach execve through internal aliases, past

@@ -1,0 +1,85 @@
+"""A server that hands its accepted connection to a program it starts without
+fork(): system(), posix_spawn, CPython's subprocess (a vfork child that execs),
+popen(). The program reads the client's 6 bytes from the connection and
+writes one line into it; then the server writes its own line and closes.
+
+  spawn_case.py server KIND PORT    serve one client
+  spawn_case.py client PORT         prints ok=1 when both lines are right
+
+KIND: system | posix_spawn | subprocess | subprocess_stdio | popen
+posix_spawn's program (Python) also writes the peer port getpeername()
+gives it: the client checks it is its own.
+subprocess_stdio hands the connection over as the program's stdin and
+stdout (dup2 onto 0 and 1 in the vfork child); the server then checks that
+its own stdin (/dev/null) is still its own: end-of-file at once."""
+import ctypes
+import os
+import socket
+import subprocess
+import sys
+
+
+def serve(kind, port):
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(4)
+    conn, _ = listener.accept()
+    fd = conn.fileno()
+    shell = 'printf "child:%%s\\n" "$(head -c 6 <&%d)" >&%d' % (fd, fd)
+    if kind in ("system", "posix_spawn", "popen"):
+        os.set_inheritable(fd, True)
+    if kind == "system":
+        status = os.system("sh -c '%s'" % shell)
+    elif kind == "posix_spawn":
+        prog = ("import socket, sys\n"
+                "s = socket.socket(fileno=%d)\n"
+                "got = b''\n"
+                "while len(got) < 6:\n"
+                "    b = s.recv(6 - len(got))\n"
+                "    if not b: break\n"
+                "    got += b\n"
+                "s.sendall(b'child:' + got + b' ' + str(s.getpeername()[1]).encode() + b'\\n')\n"
+                "s.detach()\n" % fd)
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", prog], os.environ)
+        status = os.waitpid(pid, 0)[1]
+    elif kind == "subprocess":
+        status = subprocess.run(["sh", "-c", shell], pass_fds=[fd]).returncode
+    elif kind == "subprocess_stdio":
+        status = subprocess.run(["sh", "-c", 'printf "child:%s\\n" "$(head -c 6)"'], stdin=conn,
+                                stdout=conn).returncode
+    elif kind == "popen":
+        libc = ctypes.CDLL(None)
+        libc.popen.restype = ctypes.c_void_p
+        libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        libc.pclose.argtypes = [ctypes.c_void_p]
+        f = libc.popen(("sh -c '%s'" % shell).encode(), b"r")
+        status = libc.pclose(f) if f else -1
+    else:
+        sys.exit("unknown kind " + kind)
+    conn.sendall(b"server:done\n")
+    conn.close()
+    own_stdin = os.read(0, 1) == b"" if kind == "subprocess_stdio" else True
+    print("server status=%s own_stdin=%d" % (status, own_stdin), flush=True)
+    sys.exit(0 if status == 0 and own_stdin else 1)
+
+
+def client(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(30)
+    s.sendall(b"hello!")
+    f = s.makefile("rb")
+    lines = [f.readline(), f.readline()]
+    print("client got %r" % lines)
+    first = lines[0].rstrip(b"\n").split(b" ")
+    ok = (first[0] == b"child:hello!" and lines[1] == b"server:done\n"
+          and (len(first) == 1 or first[1] == str(s.getsockname()[1]).encode()))
+    print("ok=%d" % ok)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        serve(sys.argv[2], int(sys.argv[3]))
+    else:
+        client(int(sys.argv[2]))
