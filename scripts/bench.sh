@@ -20,7 +20,8 @@
 #   accept-then-fork echo servers (tools/bench/fork_echo.py): Python's
 #   ForkingTCPServer (each connection moves to its child) and an inetd-style
 #   server whose child execs cat (the connection is carried into cat), 4
-#   connections of 64 MiB each way in turn;
+#   connections of 64 MiB each way in turn, and the same echo in a
+#   ThreadingTCPServer (no fork: the baseline for the other two);
 #   PostgreSQL + pgbench -c 8 -j 2, select-only and TPC-B: an accept-then-fork
 #   server: under smc_run each connection moves to its backend (re-homed)
 #   (README, fork()); skipped, with the reason, when PostgreSQL is not installed.
@@ -322,7 +323,7 @@ bench_loop() {  # bench_loop MODE
 }
 
 # ---- accept-then-fork echo servers (tools/bench/fork_echo.py) ---------------------------
-bench_fork() {  # bench_fork MODE forking|inetd KEY
+bench_fork() {  # bench_fork MODE forking|inetd|threading KEY
   local mode=$1 kind=$2 key=$3 port; port=$(free_port); D=$(newdir "$key" "$mode")
   RC=1
   if server_start "$mode" "$D" "$port" python3 "$FORK_ECHO" server "$kind" "$port"; then
@@ -517,6 +518,7 @@ BENCHES=(
   "idle"                       "tcp smc"
   "start"                      "run"
   "stall"                      "tcp smc"
+  "fork threading fork_threading" "tcp smc"
   "fork forking fork_forking"   "tcp smc"
   "fork inetd fork_inetd"       "tcp smc"
   "pg select pg_select"        "tcp smc"
@@ -586,6 +588,7 @@ ROWS=(
   "start_ms|run|start /bin/true: LD_PRELOAD vs smc_run (ms)|lower|-"
   "start_over|run|  smc_run's own cost, median difference (ms)|lower|start"
   "stall_p99|smc|connect-to-first-byte p99, beside 21 stalled CLCs (ms)|lower|stall"
+  "fork_threading|smc|ThreadingTCPServer echo (no fork), 4 x 64 MiB (MB/s)|higher|-"
   "fork_forking|smc|ForkingTCPServer echo, 4 x 64 MiB (MB/s)|higher|-"
   "fork_inetd|smc|inetd-style fork+exec cat echo, 4 x 64 MiB (MB/s)|higher|-"
   "pg_select|smc|pgbench -S -c8 -j2 select-only (tps)|higher|-"

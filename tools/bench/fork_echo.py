@@ -1,6 +1,7 @@
 """Accept-then-fork echo servers and their client, for scripts/bench.sh.
 
-  fork_echo.py server forking|inetd PORT     serve until killed
+  fork_echo.py server forking|inetd|threading PORT
+                                             serve until killed
   fork_echo.py client PORT CONNS MIB         CONNS connections in turn, each
                                              streaming MIB MiB and reading the
                                              echo; prints rate=<MB/s>
@@ -8,6 +9,7 @@
 forking: socketserver.ForkingTCPServer, the child echoes with recv/sendall.
 inetd:   the child dup2s the connection onto 0 and 1 and execs cat, as inetd
          does (under smc_run the connection is carried into cat).
+threading: socketserver.ThreadingTCPServer, the same echo without a fork.
 """
 import os
 import signal
@@ -20,17 +22,20 @@ import time
 
 def serve(kind, port):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    if kind == "forking":
-        class Echo(socketserver.BaseRequestHandler):
-            def handle(self):
-                while True:
-                    b = self.request.recv(1 << 20)
-                    if not b:
-                        break
-                    self.request.sendall(b)
-                self.request.shutdown(socket.SHUT_WR)
 
-        class Server(socketserver.ForkingTCPServer):
+    class Echo(socketserver.BaseRequestHandler):
+        def handle(self):
+            while True:
+                b = self.request.recv(1 << 20)
+                if not b:
+                    break
+                self.request.sendall(b)
+            self.request.shutdown(socket.SHUT_WR)
+
+    if kind in ("forking", "threading"):  # threading: the same echo without a fork
+        base = socketserver.ForkingTCPServer if kind == "forking" else socketserver.ThreadingTCPServer
+
+        class Server(base):
             allow_reuse_address = True
             request_queue_size = 64
 
