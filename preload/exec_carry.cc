@@ -218,22 +218,7 @@ NewProgram new_program(const char* file, bool search_path, int fd, char* const e
 
 void before_fork() {
   if (g_carried.load(std::memory_order_relaxed) == 0) return;
-  std::vector<std::pair<Connection*, std::vector<int>>> conns;  // each referenced once
-  fd_table().for_each_conn([&](int fd) {
-    Connection* c = fd_table().get(fd);
-    if (!c) return;
-    if (!c->carried() || c->foreign()) {
-      c->unref();
-      return;
-    }
-    auto it = std::find_if(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; });
-    if (it == conns.end()) {
-      conns.push_back({c, {fd}});
-    } else {
-      it->second.push_back(fd);
-      c->unref();
-    }
-  });
+  auto conns = exec_inherit::connections_where([](int, Connection* c) { return c->carried() && !c->foreign(); });
   for (auto& [c, fds] : conns) {
     uint32_t token = c->local_token();
     if (!exec_inherit::relay_numbers(c, fds)) {

@@ -139,26 +139,40 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds) {
   return true;
 }
 
-int relay_for_spawn() {
-  // Connections with a number the new program inherits, and all their numbers.
-  std::vector<std::pair<Connection*, std::vector<int>>> conns;  // each referenced once
-  std::vector<std::pair<int, Connection*>> numbers;           // referenced
+std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
+    const std::function<bool(int fd, Connection* c)>& want) {
+  std::vector<std::pair<int, Connection*>> numbers;  // referenced
   fd_table().for_each_conn([&](int fd) {
     if (Connection* c = fd_table().get(fd)) numbers.emplace_back(fd, c);
   });
+  std::vector<std::pair<Connection*, std::vector<int>>> all;  // each referenced once
+  std::vector<bool> wanted;
   for (auto [fd, c] : numbers) {
-    int fdflags = sys::fcntl(fd, F_GETFD);
-    if (fdflags < 0 || (fdflags & FD_CLOEXEC)) continue;
-    if (std::none_of(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; })) {
-      c->ref();
-      conns.push_back({c, {}});
+    size_t i = 0;
+    while (i < all.size() && all[i].first != c) ++i;
+    if (i == all.size()) {
+      all.push_back({c, {}});
+      wanted.push_back(false);
+    } else {
+      c->unref();  // one reference per connection
     }
+    all[i].second.push_back(fd);
+    if (!wanted[i] && want(fd, c)) wanted[i] = true;
   }
-  for (auto [fd, c] : numbers) {
-    for (auto& [conn, fds] : conns)
-      if (conn == c) fds.push_back(fd);
-    c->unref();
+  std::vector<std::pair<Connection*, std::vector<int>>> result;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (wanted[i]) result.push_back(std::move(all[i]));
+    else all[i].first->unref();
   }
+  return result;
+}
+
+int relay_for_spawn() {
+  // Connections with a number the new program inherits, and all their numbers.
+  auto conns = connections_where([](int fd, Connection*) {
+    int fdflags = sys::fcntl(fd, F_GETFD);
+    return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
+  });
   int relayed = 0;
   for (auto& [c, fds] : conns) {
     // A forked child's copy: its owner relays it to this process first.
@@ -185,22 +199,9 @@ namespace {
 // On the parent's engine thread: relays the connections whose application
 // socket has one of `inodes`, with all their numbers.
 void relay_sockets(const std::vector<uint64_t>& inodes) {
-  std::vector<std::pair<Connection*, std::vector<int>>> conns;  // each referenced once
-  fd_table().for_each_conn([&](int fd) {
-    Connection* c = fd_table().get(fd);
-    if (!c) return;
+  auto conns = connections_where([&inodes](int fd, Connection*) {
     struct stat st {};
-    if (sys::fstat(fd, &st) != 0 || std::find(inodes.begin(), inodes.end(), st.st_ino) == inodes.end()) {
-      c->unref();
-      return;
-    }
-    auto it = std::find_if(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; });
-    if (it == conns.end()) {
-      conns.push_back({c, {fd}});
-    } else {
-      it->second.push_back(fd);
-      c->unref();
-    }
+    return sys::fstat(fd, &st) == 0 && std::find(inodes.begin(), inodes.end(), st.st_ino) != inodes.end();
   });
   for (auto& [c, fds] : conns) {
     uint32_t token = c->local_token();

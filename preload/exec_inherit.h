@@ -9,6 +9,7 @@
 // program's shim adopts them when it loads.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ void adopt_from_environment();
 // `fd` is a plain stream standing for the TCP connection of `tcp` (a hidden
 // descriptor, owned from now on): answered as the adopted ones are.
 void adopt_pair(int fd, int tcp);
+
+// This process's connections with at least one number for which
+// want(fd, c) holds, each with all its numbers in the fd table, referenced
+// once.
+std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
+    const std::function<bool(int fd, Connection* c)>& want);
 
 // Relays `c` in place (core/handoff.h relay_in_place): its numbers `fds` in
 // this process (the first one drained to the relay's marker) become plain
