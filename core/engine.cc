@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unistd.h>
 
@@ -190,6 +192,43 @@ int64_t keepalive_tick_ms() {
 
 // Answers one smcr_stat client: the process, its link groups, links and
 // connections, and the counters. Only the same user (or root) may look.
+std::atomic<int (*)(uint64_t)> g_tcp_lookup{nullptr};
+
+// "tcp <inode>": another process received a stream this one relays (sent
+// over SCM_RIGHTS) and asks for its TCP socket, to answer getpeername and
+// the socket options as TCP's. Answered with the socket (SCM_RIGHTS), or a
+// byte alone. True when the request was one.
+bool answer_tcp_request(int fd) {
+  char req[48];
+  pollfd p{fd, POLLIN, 0};
+  // A client that sends nothing (an older smcr_stat) waits this long more.
+  if (sys::poll(&p, 1, 20) <= 0) return false;
+  // Read (not peeked): a request left unread would make our close a reset.
+  ssize_t n = sys::recv(fd, req, sizeof req - 1, MSG_DONTWAIT);
+  if (n < 5 || std::memcmp(req, "tcp ", 4) != 0) return false;
+  req[n] = '\0';
+  auto lookup = g_tcp_lookup.load(std::memory_order_acquire);
+  int tcp = lookup ? lookup(std::strtoull(req + 4, nullptr, 10)) : -1;
+  char byte = tcp >= 0 ? 't' : '-';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (tcp >= 0) {
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    cmsghdr* h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(h), &tcp, sizeof tcp);
+  }
+  sys::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (tcp >= 0) sys::close(tcp);
+  return true;
+}
+
 void serve_diagnostics(int listen_fd) {
   for (;;) {
     int fd = sys::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -197,6 +236,10 @@ void serve_diagnostics(int listen_fd) {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != getuid())) {
+      sys::close(fd);
+      continue;
+    }
+    if (answer_tcp_request(fd)) {
       sys::close(fd);
       continue;
     }
@@ -322,6 +365,8 @@ bool Engine::serve_shm_rendezvous() {
   }
   return true;
 }
+
+void Engine::set_tcp_lookup(int (*lookup)(uint64_t inode)) { g_tcp_lookup.store(lookup, std::memory_order_release); }
 
 bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
   Engine* e = get_if_started();

@@ -53,6 +53,10 @@ class Engine {
   // For a vfork() child, which shares this process's memory but cannot
   // start a thread that outlives its exec.
   static bool run_on_engine_thread(std::function<void()> task, int timeout_ms);
+  // Answers "tcp <inode>" on the diagnostics socket (smcr-diag-<pid>): a
+  // process that received a stream this one relays asks for its TCP socket.
+  // `lookup` returns a descriptor the engine sends and closes, or -1.
+  static void set_tcp_lookup(int (*lookup)(uint64_t inode));
 
  private:
   Engine() = default;

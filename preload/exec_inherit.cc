@@ -6,10 +6,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <atomic>
 #include <cerrno>
@@ -167,15 +169,13 @@ std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
   return result;
 }
 
-int relay_for_spawn() {
-  // Connections with a number the new program inherits, and all their numbers.
-  auto conns = connections_where([](int fd, Connection*) {
-    int fdflags = sys::fcntl(fd, F_GETFD);
-    return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
-  });
+namespace {
+// Relays `conns` (connections_where's) for another process that will hold
+// them (`who`, for the log). A forked child's copy is claimed from its
+// owner first, which relays it to this process. Returns how many.
+int relay_for_other_process(std::vector<std::pair<Connection*, std::vector<int>>>& conns, const char* who) {
   int relayed = 0;
   for (auto& [c, fds] : conns) {
-    // A forked child's copy: its owner relays it to this process first.
     if (c->foreign()) {
       c->claim_for_exec();
       bool mine = c->handed_over(true);
@@ -186,13 +186,117 @@ int relay_for_spawn() {
     uint32_t token = c->local_token();
     if (relay_numbers(c, fds)) {
       ++relayed;
-      SMCR_LOG(1, "conn %08x: a program spawned from here inherits it: relayed from here on", token);
+      SMCR_LOG(1, "conn %08x: %s: relayed from here on", token, who);
     } else {
-      SMCR_LOG(0, "conn %08x: a spawned program inherits it, and it cannot be relayed: that program reads nothing",
-               token);
+      SMCR_LOG(0, "conn %08x: %s, and it cannot be relayed: that process reads nothing", token, who);
     }
   }
   return relayed;
+}
+}  // namespace
+
+int relay_for_spawn() {
+  // Connections with a number the new program inherits, and all their numbers.
+  auto conns = connections_where([](int fd, Connection*) {
+    int fdflags = sys::fcntl(fd, F_GETFD);
+    return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
+  });
+  return relay_for_other_process(conns, "a program spawned from here inherits it");
+}
+
+namespace {
+// Connections relayed for another process over SCM_RIGHTS: the inode of the
+// stream it received and a duplicate of their TCP socket, for its shim to
+// ask for (Engine::set_tcp_lookup, adopt_received). The most recent ones
+// only: a receiver asks as it receives.
+struct Passed {
+  uint64_t ino = 0;
+  int tcp = -1;
+};
+std::array<Passed, 128> g_passed;
+size_t g_passed_next = 0;
+std::mutex g_passed_mu;
+
+int tcp_for_passed(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(g_passed_mu);
+  for (const Passed& p : g_passed)
+    if (p.tcp >= 0 && p.ino == ino) return sys::dup_hidden(p.tcp);
+  return -1;
+}
+
+void remember_passed(uint64_t ino, int tcp) {
+  static const bool registered = (Engine::set_tcp_lookup(&tcp_for_passed), true);
+  (void)registered;
+  std::lock_guard<std::mutex> lock(g_passed_mu);
+  Passed& slot = g_passed[g_passed_next++ % g_passed.size()];
+  if (slot.tcp >= 0) sys::close(slot.tcp);
+  slot = {ino, tcp};
+}
+}  // namespace
+
+int relay_passed(const int* fds, size_t n) {
+  auto conns = connections_where([fds, n](int fd, Connection*) { return std::find(fds, fds + n, fd) != fds + n; });
+  if (conns.empty()) return 0;
+  for (auto& [c, numbers] : conns) {
+    struct stat st {};
+    if (c->foreign() || c->tcp_fd() < 0 || sys::fstat(numbers[0], &st) != 0) continue;
+    int tcp = sys::dup_hidden(c->tcp_fd());
+    if (tcp >= 0) remember_passed(st.st_ino, tcp);
+  }
+  return relay_for_other_process(conns, "sent to another process (SCM_RIGHTS)");
+}
+
+void adopt_received(int via, int fd) {
+  if (!is_stream_unix(fd)) return;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  struct stat st {};
+  if (sys::getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0 || sys::fstat(fd, &st) != 0)
+    return;
+  int tcp = -1;
+  if (cred.pid == static_cast<pid_t>(::syscall(SYS_getpid))) {
+    tcp = tcp_for_passed(st.st_ino);
+  } else {
+    int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    int k = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(cred.pid));
+    timeval tv{0, 500000};  // a sender that does not answer costs at most this
+    sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    char req[40];
+    int rl = snprintf(req, sizeof req, "tcp %llu\n", static_cast<unsigned long long>(st.st_ino));
+    if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + k)) == 0 &&
+        sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) == rl) {
+      char byte;
+      iovec iov{&byte, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      if (sys::recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 && byte == 't')
+        for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+          if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
+            std::memcpy(&tcp, CMSG_DATA(h), sizeof tcp);
+    }
+    sys::close(s);
+    if (tcp >= 0) {
+      int hidden = sys::dup_hidden(tcp);
+      sys::close(tcp);
+      tcp = hidden;
+    }
+  }
+  if (tcp < 0) return;
+  if (!is_tcp(tcp)) {
+    sys::close(tcp);
+    return;
+  }
+  adopt_pair(fd, tcp);
+  SMCR_LOG(1, "fd %d: a relayed SMC-R connection received from pid %d; its TCP socket answers for it", fd,
+           static_cast<int>(cred.pid));
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,17 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds);
 // relayed (relay_numbers), so that it reads and writes the peer's bytes, as
 // it would a TCP socket's. Returns how many were relayed.
 int relay_for_spawn();
+
+// Before descriptors leave for another process over SCM_RIGHTS (a server
+// handing accepted connections to its workers: Node's cluster, CPython's
+// multiprocessing): the connections among `fds` are relayed the same way,
+// so that the receiver reads and writes the peer's bytes. The relay is this
+// process's: the receiver's stream ends if this process exits first.
+int relay_passed(const int* fds, size_t n);
+// `fd` arrived over SCM_RIGHTS on `via`: if it is a stream the sending
+// process relays (relay_passed), that process's engine gives its TCP socket,
+// which answers for it here from then on (adopt_pair).
+void adopt_received(int via, int fd);
 
 // In a vfork() child about to exec (CPython's subprocess): it shares this
 // process's memory but not its descriptors or threads, and the connections

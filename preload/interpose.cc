@@ -457,16 +457,42 @@ void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
 }
 
 // Descriptors sent to another process (SCM_RIGHTS) may be waited on there,
-// past this process's epoll interposition.
+// past this process's epoll interposition; an SMC-R connection among them
+// is relayed first (the receiver gets its readiness socket, a plain stream
+// from then on: preload/exec_inherit.h, relay_passed).
 void fds_passed(const struct msghdr* m) {
   for (cmsghdr* h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(const_cast<msghdr*>(m), h)) {
     if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
     size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     const unsigned char* data = CMSG_DATA(h);
+    int passed[64];
+    size_t smc = 0;
     for (size_t i = 0; i < n; ++i) {
-      int passed;
-      memcpy(&passed, data + i * sizeof(int), sizeof passed);
-      smcr::preload::epoll_fd_polled(passed);
+      int fd;
+      memcpy(&fd, data + i * sizeof(int), sizeof fd);
+      smcr::preload::epoll_fd_polled(fd);
+      if (fd_table().kind(fd) == smcr::preload::kFdAccepting) {  // its handshake ends first
+        int ignored;
+        if (Connection* c = smcr::preload::await_accepting(fd, smcr::preload::kNotIo, &ignored)) c->unref();
+      }
+      if (fd_table().has_conn(fd) && smc < std::size(passed)) passed[smc++] = fd;
+    }
+    if (smc > 0) smcr::preload::exec_inherit::relay_passed(passed, smc);
+  }
+}
+
+// Descriptors received over SCM_RIGHTS: a stream another process relays for
+// an SMC-R connection gets that connection's TCP socket to answer for it
+// (preload/exec_inherit.h, adopt_received).
+void fds_received(int via, const struct msghdr* m) {
+  for (cmsghdr* h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(const_cast<msghdr*>(m), h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(h);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      memcpy(&fd, data + i * sizeof(int), sizeof fd);
+      smcr::preload::exec_inherit::adopt_received(via, fd);
     }
   }
 }
@@ -828,7 +854,11 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
   REAL(recvmsg);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
-  if (!c) return real_recvmsg(fd, m, flags);
+  if (!c) {
+    ssize_t r = real_recvmsg(fd, m, flags);
+    if (r >= 0 && m && m->msg_controllen) fds_received(fd, m);
+    return r;
+  }
   if (m->msg_iovlen > IOV_MAX) {
     errno = EMSGSIZE;
     return -1;
@@ -1251,6 +1281,8 @@ int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
 
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   REAL(sendmmsg);
+  for (unsigned int i = 0; msgs && i < vlen; ++i)
+    if (msgs[i].msg_hdr.msg_controllen) fds_passed(&msgs[i].msg_hdr);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
   if (!c) return real_sendmmsg(fd, msgs, vlen, flags);

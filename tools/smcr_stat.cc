@@ -82,6 +82,12 @@ bool query(int pid, std::string* out) {
     close(fd);
     return false;
   }
+  // A request line first: without one the engine waits briefly for one.
+  static const char kReport[] = "report\n";
+  if (write(fd, kReport, sizeof kReport - 1) < 0) {
+    close(fd);
+    return false;
+  }
   char buf[65536];
   for (;;) {
     ssize_t k = read(fd, buf, sizeof buf);

@@ -1,12 +1,17 @@
 """A server that hands its accepted connection to a program it starts without
 fork(): system(), posix_spawn, CPython's subprocess (a vfork child that execs),
-popen(). The program reads the client's 6 bytes from the connection and
-writes one line into it; then the server writes its own line and closes.
+popen(); or to a worker process over SCM_RIGHTS. The program reads the
+client's 6 bytes from the connection and writes one line into it; then the
+server writes its own line and closes.
 
   spawn_case.py server KIND PORT    serve one client
   spawn_case.py client PORT         prints ok=1 when both lines are right
+  spawn_case.py worker FD           scm_rights' worker (FD: its Unix socket)
 
-KIND: system | posix_spawn | subprocess | subprocess_stdio | popen
+KIND: system | posix_spawn | subprocess | subprocess_stdio | popen | scm_rights
+scm_rights: the worker, started before the connection exists (its own
+program: no fork shares the connection), receives it over a Unix socket,
+and writes the peer port getpeername() gives it too.
 posix_spawn's program (Python) also writes the peer port getpeername()
 gives it: the client checks it is its own.
 subprocess_stdio hands the connection over as the program's stdin and
@@ -19,7 +24,27 @@ import subprocess
 import sys
 
 
+def worker(fd):
+    unix = socket.socket(fileno=fd)
+    _, fds, _, _ = socket.recv_fds(unix, 1, 1)
+    s = socket.socket(fileno=fds[0])
+    got = b""
+    while len(got) < 6:
+        b = s.recv(6 - len(got))
+        if not b:
+            break
+        got += b
+    s.sendall(b"child:" + got + b" " + str(s.getpeername()[1]).encode() + b"\n")
+    s.close()
+    unix.sendall(b"k")
+
+
 def serve(kind, port):
+    if kind == "scm_rights":
+        ours, theirs = socket.socketpair()
+        helper = subprocess.Popen([sys.executable, __file__, "worker", str(theirs.fileno())],
+                                  pass_fds=[theirs.fileno()])
+        theirs.close()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -48,6 +73,10 @@ def serve(kind, port):
     elif kind == "subprocess_stdio":
         status = subprocess.run(["sh", "-c", 'printf "child:%s\\n" "$(head -c 6)"'], stdin=conn,
                                 stdout=conn).returncode
+    elif kind == "scm_rights":
+        socket.send_fds(ours, [b"c"], [fd])
+        ours.recv(1)  # the worker is done with it
+        status = helper.wait()
     elif kind == "popen":
         libc = ctypes.CDLL(None)
         libc.popen.restype = ctypes.c_void_p
@@ -81,5 +110,7 @@ def client(port):
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         serve(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "worker":
+        worker(int(sys.argv[2]))
     else:
         client(int(sys.argv[2]))

@@ -2,14 +2,15 @@
 # A connection handed to a program started without a fork the shim sees:
 # system(), posix_spawn (glibc clones and execs on its own), CPython's
 # subprocess (a vfork child that execs, with pass_fds, or with the connection
-# as its stdin and stdout: dup2 onto 0 and 1 in the child), popen(). The
+# as its stdin and stdout: dup2 onto 0 and 1 in the child), popen(); or to
+# another process over SCM_RIGHTS (a worker program). The
 # program reads the client's bytes and writes a line into the connection,
 # as it would a TCP socket's; then the server writes its own. Plain TCP
 # first (the instrument: the case itself works), then both ends under
 # smc_run: the same lines, the connection SMC-R (relayed once the program
-# inherits it), no fallback; posix_spawn's program sees the client's port
-# in getpeername; the server's own stdin stays its own after the vfork
-# child's dup2 onto 0.
+# inherits it), no fallback; posix_spawn's program and the SCM_RIGHTS worker
+# see the client's port in getpeername; the server's own stdin stays its own
+# after the vfork child's dup2 onto 0.
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 CASE="$SMCR_SOURCE_DIR/tests/integration/spawn_case.py"
@@ -32,7 +33,7 @@ run_case() {
   sed 's/^/  /' <<<"$COUT"$'\n'"$SOUT"
 }
 
-for kind in system posix_spawn subprocess subprocess_stdio popen; do
+for kind in system posix_spawn subprocess subprocess_stdio popen scm_rights; do
   run_case plain "$kind"
   check "plain TCP, $kind: the program's line, then the server's" [ "$CRC" = 0 ]
   check "plain TCP, $kind: the server's status" [ "$SRC" = 0 ]
