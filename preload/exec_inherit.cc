@@ -246,6 +246,46 @@ int relay_passed(const int* fds, size_t n) {
   return relay_for_other_process(conns, "sent to another process (SCM_RIGHTS)");
 }
 
+namespace {
+// Asks process `pid`'s engine for the TCP socket behind the stream with
+// inode `ino` that it relays (tcp_for_passed there): the socket (close-on-
+// exec, in this process's table), or -1.
+int ask_tcp_socket(pid_t pid, uint64_t ino) {
+  int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  int k = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(pid));
+  timeval tv{0, 500000};  // a process that does not answer costs at most this
+  sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  char req[40];
+  int rl = snprintf(req, sizeof req, "tcp %llu\n", static_cast<unsigned long long>(ino));
+  int tcp = -1;
+  if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + k)) == 0 &&
+      sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) == rl) {
+    char byte;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    if (sys::recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 && byte == 't')
+      for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
+          std::memcpy(&tcp, CMSG_DATA(h), sizeof tcp);
+  }
+  sys::close(s);
+  if (tcp >= 0 && !is_tcp(tcp)) {
+    sys::close(tcp);
+    tcp = -1;
+  }
+  return tcp;
+}
+}  // namespace
+
 void adopt_received(int via, int fd) {
   if (!is_stream_unix(fd)) return;
   ucred cred{};
@@ -256,44 +296,12 @@ void adopt_received(int via, int fd) {
   int tcp = -1;
   if (cred.pid == static_cast<pid_t>(::syscall(SYS_getpid))) {
     tcp = tcp_for_passed(st.st_ino);
-  } else {
-    int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return;
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    int k = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(cred.pid));
-    timeval tv{0, 500000};  // a sender that does not answer costs at most this
-    sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    char req[40];
-    int rl = snprintf(req, sizeof req, "tcp %llu\n", static_cast<unsigned long long>(st.st_ino));
-    if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + k)) == 0 &&
-        sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) == rl) {
-      char byte;
-      iovec iov{&byte, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr m{};
-      m.msg_iov = &iov;
-      m.msg_iovlen = 1;
-      m.msg_control = control;
-      m.msg_controllen = sizeof control;
-      if (sys::recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 && byte == 't')
-        for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-          if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
-            std::memcpy(&tcp, CMSG_DATA(h), sizeof tcp);
-    }
-    sys::close(s);
-    if (tcp >= 0) {
-      int hidden = sys::dup_hidden(tcp);
-      sys::close(tcp);
-      tcp = hidden;
-    }
+  } else if ((tcp = ask_tcp_socket(cred.pid, st.st_ino)) >= 0) {
+    int hidden = sys::dup_hidden(tcp);
+    sys::close(tcp);
+    tcp = hidden;
   }
   if (tcp < 0) return;
-  if (!is_tcp(tcp)) {
-    sys::close(tcp);
-    return;
-  }
   adopt_pair(fd, tcp);
   SMCR_LOG(1, "fd %d: a relayed SMC-R connection received from pid %d; its TCP socket answers for it", fd,
            static_cast<int>(cred.pid));
@@ -313,6 +321,10 @@ void relay_sockets(const std::vector<uint64_t>& inodes) {
       c->unref();
       continue;
     }
+    // The child asks for the TCP socket next (relay_for_vfork_exec).
+    struct stat st {};
+    if (c->tcp_fd() >= 0 && sys::fstat(fds[0], &st) == 0)
+      if (int tcp = sys::dup_hidden(c->tcp_fd()); tcp >= 0) remember_passed(st.st_ino, tcp);
     if (relay_numbers(c, fds))
       SMCR_LOG(1, "conn %08x: a program exec'd by a vfork child inherits it: relayed from here on", token);
     else
@@ -321,12 +333,13 @@ void relay_sockets(const std::vector<uint64_t>& inodes) {
 }
 }  // namespace
 
-void relay_for_vfork_exec() {
+void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs) {
   bool any = false;
   fd_table().for_each_conn([&](int) { any = true; });
   if (!any) return;
   // The child's descriptors, from /proc/self/fd (no allocation on the way).
   std::vector<uint64_t> inodes;
+  std::vector<int> numbers;  // the child's, beside inodes
   int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return;
   alignas(8) char buf[4096];
@@ -344,12 +357,20 @@ void relay_for_vfork_exec() {
       if (fdflags < 0 || (fdflags & FD_CLOEXEC) || sys::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
         continue;
       inodes.push_back(st.st_ino);
+      numbers.push_back(static_cast<int>(fd));
     }
   }
   ::syscall(SYS_close, dir);
   if (inodes.empty()) return;
-  if (!Engine::run_on_engine_thread([inodes] { relay_sockets(inodes); }, 3000))
+  if (!Engine::run_on_engine_thread([inodes] { relay_sockets(inodes); }, 3000)) {
     SMCR_LOG(0, "exec in a vfork child: the parent's engine did not relay its connections in time");
+    return;
+  }
+  // Their TCP sockets, from the parent's engine, for the new program to
+  // answer getpeername with (named in its environment, as an exec's are).
+  pid_t parent = static_cast<pid_t>(::syscall(SYS_getppid));
+  for (size_t i = 0; i < inodes.size(); ++i)
+    if (int tcp = ask_tcp_socket(parent, inodes[i]); tcp >= 0) pairs->emplace_back(numbers[i], tcp);
 }
 
 void adopt_pair(int fd, int tcp) {

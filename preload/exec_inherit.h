@@ -66,10 +66,10 @@ void adopt_received(int via, int fd);
 // process's memory but not its descriptors or threads, and the connections
 // it keeps (its descriptors without FD_CLOEXEC that are one of theirs, by
 // socket inode) are relayed by the parent's engine thread, as
-// relay_for_spawn would. Its environment names no TCP socket for them (it
-// may have closed every other descriptor): their addresses are AF_UNIX's
-// there.
-void relay_for_vfork_exec();
+// relay_for_spawn would. Appends (number, TCP socket) for each to `pairs`:
+// the TCP sockets, received from the parent's engine, are the child's, for
+// the new program's environment (environment_for_exec).
+void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs);
 
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);

@@ -1322,7 +1322,7 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
   bool may_carry = smcr::preload::exec_carry::enabled() && !vfork_child;
   // What a vfork child keeps, its parent relays (it cannot: its threads end
   // with the exec).
-  if (vfork_child) smcr::preload::exec_inherit::relay_for_vfork_exec();
+  if (vfork_child) smcr::preload::exec_inherit::relay_for_vfork_exec(&handed_over);
   using smcr::preload::exec_carry::NewProgram;
   std::optional<NewProgram> program;  // asked once there is a connection
   std::vector<std::pair<int, Connection*>> carry;  // referenced

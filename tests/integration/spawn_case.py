@@ -12,8 +12,8 @@ KIND: system | posix_spawn | subprocess | subprocess_stdio | popen | scm_rights
 scm_rights: the worker, started before the connection exists (its own
 program: no fork shares the connection), receives it over a Unix socket,
 and writes the peer port getpeername() gives it too.
-posix_spawn's program (Python) also writes the peer port getpeername()
-gives it: the client checks it is its own.
+posix_spawn's and subprocess' programs (Python) also write the peer port
+getpeername() gives them: the client checks it is its own.
 subprocess_stdio hands the connection over as the program's stdin and
 stdout (dup2 onto 0 and 1 in the vfork child); the server then checks that
 its own stdin (/dev/null) is still its own: end-of-file at once."""
@@ -22,6 +22,20 @@ import os
 import socket
 import subprocess
 import sys
+
+
+def peer_prog(fd):
+    """A program that reads the client's 6 bytes from descriptor `fd` and
+    writes them back with the peer port getpeername() gives it."""
+    return ("import socket, sys\n"
+            "s = socket.socket(fileno=%d)\n"
+            "got = b''\n"
+            "while len(got) < 6:\n"
+            "    b = s.recv(6 - len(got))\n"
+            "    if not b: break\n"
+            "    got += b\n"
+            "s.sendall(b'child:' + got + b' ' + str(s.getpeername()[1]).encode() + b'\\n')\n"
+            "s.detach()\n" % fd)
 
 
 def worker(fd):
@@ -57,19 +71,10 @@ def serve(kind, port):
     if kind == "system":
         status = os.system("sh -c '%s'" % shell)
     elif kind == "posix_spawn":
-        prog = ("import socket, sys\n"
-                "s = socket.socket(fileno=%d)\n"
-                "got = b''\n"
-                "while len(got) < 6:\n"
-                "    b = s.recv(6 - len(got))\n"
-                "    if not b: break\n"
-                "    got += b\n"
-                "s.sendall(b'child:' + got + b' ' + str(s.getpeername()[1]).encode() + b'\\n')\n"
-                "s.detach()\n" % fd)
-        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", prog], os.environ)
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", peer_prog(fd)], os.environ)
         status = os.waitpid(pid, 0)[1]
     elif kind == "subprocess":
-        status = subprocess.run(["sh", "-c", shell], pass_fds=[fd]).returncode
+        status = subprocess.run([sys.executable, "-c", peer_prog(fd)], pass_fds=[fd]).returncode
     elif kind == "subprocess_stdio":
         status = subprocess.run(["sh", "-c", 'printf "child:%s\\n" "$(head -c 6)"'], stdin=conn,
                                 stdout=conn).returncode

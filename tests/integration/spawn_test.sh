@@ -8,9 +8,9 @@
 # as it would a TCP socket's; then the server writes its own. Plain TCP
 # first (the instrument: the case itself works), then both ends under
 # smc_run: the same lines, the connection SMC-R (relayed once the program
-# inherits it), no fallback; posix_spawn's program and the SCM_RIGHTS worker
-# see the client's port in getpeername; the server's own stdin stays its own
-# after the vfork child's dup2 onto 0.
+# inherits it), no fallback; posix_spawn's and subprocess' programs and the
+# SCM_RIGHTS worker see the client's port in getpeername; the server's own
+# stdin stays its own after the vfork child's dup2 onto 0.
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 CASE="$SMCR_SOURCE_DIR/tests/integration/spawn_case.py"

@@ -1,0 +1,135 @@
+// The engine thread's services to other code of the process: tasks run on
+// it (for a vfork() child, which cannot start a thread of its own), woken
+// even when the caller has no copy of the engine's wake-up descriptor, and
+// the diagnostics socket's requests (a report; the TCP socket behind a
+// stream this process relays for another one).
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/engine.h"
+
+namespace {
+
+using smcr::Engine;
+
+pid_t tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+
+TEST(Engine, RunsATaskOnItsThreadAndWaitsForIt) {
+  Engine::get();
+  std::atomic<pid_t> ran_on{0};
+  ASSERT_TRUE(Engine::run_on_engine_thread([&] { ran_on = tid(); }, 2000));
+  EXPECT_NE(ran_on.load(), 0);
+  EXPECT_NE(ran_on.load(), tid());
+}
+
+// A vfork() child that closed every descriptor but 0-2 (CPython's
+// close_fds) asks the engine of the process whose memory it shares.
+TEST(Engine, AVforkChildWithoutTheWakeDescriptorIsServed) {
+  Engine::get();
+  static std::atomic<int> ran{0};
+  ran = 0;
+  pid_t pid = vfork();
+  if (pid == 0) {
+    ::syscall(SYS_close_range, 3, ~0U, 0);
+    bool ok = Engine::run_on_engine_thread([] { ran = 1; }, 3000);
+    _exit(ok ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(ran.load(), 1);
+}
+
+int connect_diag() {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(getpid()));
+  timeval tv{5, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+int g_answer = -1;  // what the lookup hands out (a duplicate, for the engine to close)
+uint64_t g_answer_ino = 0;
+int lookup(uint64_t ino) { return ino == g_answer_ino ? dup(g_answer) : -1; }
+
+TEST(Engine, DiagnosticsSocketAnswersReportsAndTcpRequests) {
+  Engine::get();
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(pair[0], &st), 0);
+  g_answer = pair[0];
+  g_answer_ino = st.st_ino;
+  Engine::set_tcp_lookup(&lookup);
+
+  // A report, asked for as smcr_stat asks.
+  int s = connect_diag();
+  ASSERT_GE(s, 0) << strerror(errno);
+  ASSERT_EQ(write(s, "report\n", 7), 7);
+  std::string report;
+  char buf[4096];
+  for (ssize_t k; (k = read(s, buf, sizeof buf)) > 0;) report.append(buf, static_cast<size_t>(k));
+  close(s);
+  EXPECT_EQ(report.rfind("process pid=" + std::to_string(getpid()), 0), 0u) << report;
+
+  // The socket behind an inode it knows: sent over SCM_RIGHTS.
+  s = connect_diag();
+  ASSERT_GE(s, 0);
+  std::string req = "tcp " + std::to_string(g_answer_ino) + "\n";
+  ASSERT_EQ(write(s, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  ASSERT_EQ(recvmsg(s, &m, MSG_CMSG_CLOEXEC), 1);
+  close(s);
+  EXPECT_EQ(byte, 't');
+  cmsghdr* h = CMSG_FIRSTHDR(&m);
+  ASSERT_NE(h, nullptr);
+  int got = -1;
+  memcpy(&got, CMSG_DATA(h), sizeof got);
+  struct stat gst {};
+  ASSERT_EQ(fstat(got, &gst), 0);
+  EXPECT_EQ(gst.st_ino, st.st_ino) << "the same socket";
+  close(got);
+
+  // One it does not know: a byte alone.
+  s = connect_diag();
+  ASSERT_GE(s, 0);
+  ASSERT_EQ(write(s, "tcp 1\n", 6), 6);
+  m.msg_controllen = sizeof control;
+  memset(control, 0, sizeof control);
+  ASSERT_EQ(recvmsg(s, &m, MSG_CMSG_CLOEXEC), 1);
+  close(s);
+  EXPECT_EQ(byte, '-');
+  EXPECT_EQ(CMSG_FIRSTHDR(&m), nullptr);
+  Engine::set_tcp_lookup(nullptr);
+  close(pair[0]);
+  close(pair[1]);
+}
+
+}  // namespace
