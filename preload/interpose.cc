@@ -1433,8 +1433,9 @@ template <typename Spawn>
 auto spawn_inheriting(char* const envp[], bool swap_environ, Spawn spawn) {
   smcr::preload::exec_carry::before_fork();
   smcr::preload::settle_all_accepting();
-  std::vector<std::pair<int, int>> pairs;
-  if (smcr::preload::exec_inherit::relay_for_spawn() > 0) smcr::preload::exec_inherit::surviving(&pairs);
+  smcr::preload::exec_inherit::relay_for_spawn();
+  std::vector<std::pair<int, int>> pairs;  // these and earlier ones, as an exec names them
+  smcr::preload::exec_inherit::surviving(&pairs);
   smcr::preload::exec_inherit::ExecEnvironment env;
   char* const* spawn_envp = smcr::preload::exec_inherit::environment_for_exec(envp, pairs, &env);
   char** saved = environ;

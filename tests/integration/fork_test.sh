@@ -193,12 +193,17 @@ handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port; port=$(free_port)
   reset_stats
-  bg $wrap env "${EXEC_CARRY[@]}" python3 -c "$SERVERS" "$2" "$port" 4
+  # The server's connection events (SMCR_DEBUG=1), shown when an echo fails.
+  bg $wrap env "${EXEC_CARRY[@]}" SMCR_DEBUG=1 python3 -c "$SERVERS" "$2" "$port" 4 2>"$TEST_TMP/handoff.err"
   local spid=$BG_PID
   wait_port "$port" || { log "$2 server did not start"; HOUT=; return 1; }
   HOUT=$(for size in $SIZES; do $wrap timeout 60 python3 -c "$CLIENT" "$port" "$size" 2>&1 | tail -1; done)
   timeout 30 tail --pid="$spid" -f /dev/null
   log "$1 $2: $(tr '\n' ' ' <<<"$HOUT")"
+  if [ "$(grep -c '^echo=ok$' <<<"$HOUT")" != 4 ]; then
+    log "$1 $2: the server's log (connection events):"
+    grep -v '^\s*$' "$TEST_TMP/handoff.err" | tail -40 | sed 's/^/  /'
+  fi
 }
 # read_then_exec: the child reads before it execs, so the connection is its
 # own by then; without carrying (the ASan build) the exec'd program could
