@@ -135,10 +135,9 @@ void Engine::start() {
   epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
   // Diagnostics (tools/smcr_stat): an abstract socket named after our pid.
   int diag = sys::hide_fd(sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(getpid()));
-  if (diag >= 0 && sys::bind(diag, reinterpret_cast<sockaddr*>(&a), offsetof(sockaddr_un, sun_path) + 1 + n) == 0 &&
+  socklen_t alen;
+  sockaddr_un a = diagnostics_address(getpid(), &alen);
+  if (diag >= 0 && sys::bind(diag, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
       sys::listen(diag, 8) == 0) {
     auto* dw = new Watch{WatchKind::kDiag, diag};
     impl_->permanent.push_back(dw);
@@ -210,21 +209,7 @@ bool answer_tcp_request(int fd) {
   auto lookup = g_tcp_lookup.load(std::memory_order_acquire);
   int tcp = lookup ? lookup(std::strtoull(req + 4, nullptr, 10)) : -1;
   char byte = tcp >= 0 ? 't' : '-';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  if (tcp >= 0) {
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    cmsghdr* h = CMSG_FIRSTHDR(&m);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(h), &tcp, sizeof tcp);
-  }
-  sys::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  sys::sendmsg_with_fd(fd, &byte, 1, tcp, MSG_DONTWAIT);
   if (tcp >= 0) sys::close(tcp);
   return true;
 }
@@ -366,6 +351,14 @@ bool Engine::serve_shm_rendezvous() {
   return true;
 }
 
+sockaddr_un Engine::diagnostics_address(pid_t pid, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(pid));
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
 void Engine::set_tcp_lookup(int (*lookup)(uint64_t inode)) { g_tcp_lookup.store(lookup, std::memory_order_release); }
 
 bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
@@ -382,11 +375,10 @@ bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
     // A vfork child that closed every other descriptor (CPython's
     // close_fds): a connection to the engine's diagnostics socket wakes it.
     int poke = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(im->pid));
+    socklen_t alen;
+    sockaddr_un a = diagnostics_address(im->pid, &alen);
     if (poke >= 0) {
-      sys::connect(poke, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n));
+      sys::connect(poke, reinterpret_cast<sockaddr*>(&a), alen);
       sys::close(poke);
     }
   }

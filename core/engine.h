@@ -6,6 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
 #include <cstdint>
 #include <functional>
 
@@ -57,6 +61,9 @@ class Engine {
   // process that received a stream this one relays asks for its TCP socket.
   // `lookup` returns a descriptor the engine sends and closes, or -1.
   static void set_tcp_lookup(int (*lookup)(uint64_t inode));
+  // The abstract address of process `pid`'s diagnostics socket
+  // (smcr-diag-<pid>), its length in *len.
+  static sockaddr_un diagnostics_address(pid_t pid, socklen_t* len);
 
  private:
   Engine() = default;

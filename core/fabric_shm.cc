@@ -92,60 +92,11 @@ sockaddr_un abstract_address(const clc::Gid& gid, socklen_t* len) {
   return a;
 }
 
-// Sends one datagram with an optional fd attached (SCM_RIGHTS).
-ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
-  iovec iov{const_cast<void*>(data), len};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (fd_to_pass >= 0) {
-    m.msg_control = cbuf;
-    m.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
-  }
-  return sys::sendmsg(sock, &m, flags | MSG_NOSIGNAL);
-}
-
 bool send_with_fd(int sock, const std::vector<uint8_t>& bytes, int fd_to_pass) {
-  return sendmsg_with_fd(sock, bytes.data(), bytes.size(), fd_to_pass, MSG_DONTWAIT) ==
+  return sys::sendmsg_with_fd(sock, bytes.data(), bytes.size(), fd_to_pass, MSG_DONTWAIT) ==
          static_cast<ssize_t>(bytes.size());
 }
 
-// Receives one datagram and at most one passed fd (extra fds are closed).
-ssize_t recv_with_fd(int sock, uint8_t* buf, size_t len, int* fd_out) {
-  *fd_out = -1;
-  iovec iov{buf, len};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  ssize_t n = sys::recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0) return n;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*fd_out < 0) *fd_out = fd;
-      else sys::close(fd);
-    }
-  }
-  if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    if (*fd_out >= 0) sys::close(*fd_out);
-    *fd_out = -1;
-    errno = EPROTO;
-    return -1;
-  }
-  return n;
-}
 
 bool wait_readable(int fd, int64_t deadline_ms) {
   for (;;) {
@@ -310,7 +261,7 @@ bool ShmLink::post_message(std::span<const uint8_t, kLinkMessageLen> msg) {
 
 bool ShmLink::post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg, int fd) {
   for (;;) {
-    ssize_t n = sendmsg_with_fd(fd_, msg.data(), msg.size(), fd, 0);
+    ssize_t n = sys::sendmsg_with_fd(fd_, msg.data(), msg.size(), fd, 0);
     if (n == static_cast<ssize_t>(msg.size())) return true;
     if (n < 0 && errno == EINTR) continue;
     return false;
@@ -322,7 +273,7 @@ bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>
   int errors = 0;
   for (;;) {
     // A message may carry an RMB fd (CONFIRM RKEY on a subsequent contact).
-    ssize_t n = recv_with_fd(fd_, buf, sizeof buf, &attached_fd_);
+    ssize_t n = sys::recv_with_fd(fd_, buf, sizeof buf, &attached_fd_);
     if (n > 0) {
       errors = 0;
       on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
@@ -388,7 +339,7 @@ std::unique_ptr<ShmLink> shm_connect(const clc::Gid& server_gid, const ShmHello&
   }
   uint8_t reply[64];
   int passed = -1;
-  ssize_t n = recv_with_fd(fd, reply, sizeof reply, &passed);
+  ssize_t n = sys::recv_with_fd(fd, reply, sizeof reply, &passed);
   WireReader r(std::span<const uint8_t>(reply, n > 0 ? static_cast<size_t>(n) : 0));
   uint64_t magic = r.be64();
   uint32_t status = r.be32();
@@ -475,7 +426,7 @@ void ShmRendezvous::on_listener_readable(const std::function<void(int)>& watch_f
 bool ShmRendezvous::on_hello_readable(int fd) {
   uint8_t buf[128];
   int client_rmb = -1;
-  ssize_t n = recv_with_fd(fd, buf, sizeof buf, &client_rmb);
+  ssize_t n = sys::recv_with_fd(fd, buf, sizeof buf, &client_rmb);
   if (n < 0 && errno == EAGAIN) return false;
   WireReader r(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0));
   uint64_t magic = r.be64();

@@ -75,6 +75,57 @@ inline int setsockopt(int fd, int level, int name, const void* v, socklen_t l) {
 }
 inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getsockname, fd, a, l)); }
 inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
+// One message with at most one descriptor attached (SCM_RIGHTS), sent
+// with `flags` (MSG_NOSIGNAL always).
+inline ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
+  iovec iov{const_cast<void*>(data), len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  if (fd_to_pass >= 0) {
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+  }
+  return sys::sendmsg(sock, &m, flags | MSG_NOSIGNAL);
+}
+// One message and at most one passed descriptor, close-on-exec, into
+// *fd_out (-1 if none; extra ones are closed), received with `flags`. A
+// truncated message or control part is an error (EPROTO), its fd closed.
+inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd_out, int flags = MSG_DONTWAIT) {
+  *fd_out = -1;
+  iovec iov{buf, len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  ssize_t n = sys::recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      __builtin_memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (*fd_out < 0) *fd_out = fd;
+      else sys::close(fd);
+    }
+  }
+  if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
+    if (*fd_out >= 0) sys::close(*fd_out);
+    *fd_out = -1;
+    errno = EPROTO;
+    return -1;
+  }
+  return n;
+}
 inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
 inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }
 inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {

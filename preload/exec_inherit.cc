@@ -170,41 +170,6 @@ std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
 }
 
 namespace {
-// Relays `conns` (connections_where's) for another process that will hold
-// them (`who`, for the log). A forked child's copy is claimed from its
-// owner first, which relays it to this process. Returns how many.
-int relay_for_other_process(std::vector<std::pair<Connection*, std::vector<int>>>& conns, const char* who) {
-  int relayed = 0;
-  for (auto& [c, fds] : conns) {
-    if (c->foreign()) {
-      c->claim_for_exec();
-      bool mine = c->handed_over(true);
-      c->unref();
-      if (mine) ++relayed;
-      continue;
-    }
-    uint32_t token = c->local_token();
-    if (relay_numbers(c, fds)) {
-      ++relayed;
-      SMCR_LOG(1, "conn %08x: %s: relayed from here on", token, who);
-    } else {
-      SMCR_LOG(0, "conn %08x: %s, and it cannot be relayed: that process reads nothing", token, who);
-    }
-  }
-  return relayed;
-}
-}  // namespace
-
-int relay_for_spawn() {
-  // Connections with a number the new program inherits, and all their numbers.
-  auto conns = connections_where([](int fd, Connection*) {
-    int fdflags = sys::fcntl(fd, F_GETFD);
-    return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
-  });
-  return relay_for_other_process(conns, "a program spawned from here inherits it");
-}
-
-namespace {
 // Connections relayed for another process over SCM_RIGHTS: the inode of the
 // stream it received and a duplicate of their TCP socket, for its shim to
 // ask for (Engine::set_tcp_lookup, adopt_received). The most recent ones
@@ -232,18 +197,51 @@ void remember_passed(uint64_t ino, int tcp) {
   if (slot.tcp >= 0) sys::close(slot.tcp);
   slot = {ino, tcp};
 }
+
+// Relays `conns` (connections_where's) for another process that will hold
+// them (`who`, for the log). A forked child's copy is claimed from its
+// owner first, which relays it to this process. With `remember_tcp` the
+// TCP socket of each connection relayed here is kept for that process to
+// ask for (tcp_for_passed). Returns how many.
+int relay_for_other_process(std::vector<std::pair<Connection*, std::vector<int>>>& conns, const char* who,
+                            bool remember_tcp) {
+  int relayed = 0;
+  for (auto& [c, fds] : conns) {
+    if (c->foreign()) {
+      c->claim_for_exec();
+      bool mine = c->handed_over(true);
+      c->unref();
+      if (mine) ++relayed;
+      continue;
+    }
+    struct stat st {};
+    if (remember_tcp && c->tcp_fd() >= 0 && sys::fstat(fds[0], &st) == 0)
+      if (int tcp = sys::dup_hidden(c->tcp_fd()); tcp >= 0) remember_passed(st.st_ino, tcp);
+    uint32_t token = c->local_token();
+    if (relay_numbers(c, fds)) {
+      ++relayed;
+      SMCR_LOG(1, "conn %08x: %s: relayed from here on", token, who);
+    } else {
+      SMCR_LOG(0, "conn %08x: %s, and it cannot be relayed: that process reads nothing", token, who);
+    }
+  }
+  return relayed;
+}
 }  // namespace
+
+int relay_for_spawn() {
+  // Connections with a number the new program inherits, and all their numbers.
+  auto conns = connections_where([](int fd, Connection*) {
+    int fdflags = sys::fcntl(fd, F_GETFD);
+    return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
+  });
+  return relay_for_other_process(conns, "a program spawned from here inherits it", false);
+}
+
 
 int relay_passed(const int* fds, size_t n) {
   auto conns = connections_where([fds, n](int fd, Connection*) { return std::find(fds, fds + n, fd) != fds + n; });
-  if (conns.empty()) return 0;
-  for (auto& [c, numbers] : conns) {
-    struct stat st {};
-    if (c->foreign() || c->tcp_fd() < 0 || sys::fstat(numbers[0], &st) != 0) continue;
-    int tcp = sys::dup_hidden(c->tcp_fd());
-    if (tcp >= 0) remember_passed(st.st_ino, tcp);
-  }
-  return relay_for_other_process(conns, "sent to another process (SCM_RIGHTS)");
+  return relay_for_other_process(conns, "sent to another process (SCM_RIGHTS)", true);
 }
 
 namespace {
@@ -253,35 +251,21 @@ namespace {
 int ask_tcp_socket(pid_t pid, uint64_t ino) {
   int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return -1;
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  int k = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(pid));
+  socklen_t alen;
+  sockaddr_un a = Engine::diagnostics_address(pid, &alen);
   timeval tv{0, 500000};  // a process that does not answer costs at most this
   sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   char req[40];
   int rl = snprintf(req, sizeof req, "tcp %llu\n", static_cast<unsigned long long>(ino));
   int tcp = -1;
-  if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + k)) == 0 &&
+  if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
       sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) == rl) {
-    char byte;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    if (sys::recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 && byte == 't')
-      for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
-          std::memcpy(&tcp, CMSG_DATA(h), sizeof tcp);
+    char byte = 0;
+    if (sys::recv_with_fd(s, &byte, 1, &tcp, 0) != 1 || byte != 't') sys::close_reset(&tcp);  // no answer
   }
   sys::close(s);
-  if (tcp >= 0 && !is_tcp(tcp)) {
-    sys::close(tcp);
-    tcp = -1;
-  }
+  if (tcp >= 0 && !is_tcp(tcp)) sys::close_reset(&tcp);
   return tcp;
 }
 }  // namespace
@@ -311,25 +295,13 @@ namespace {
 // On the parent's engine thread: relays the connections whose application
 // socket has one of `inodes`, with all their numbers.
 void relay_sockets(const std::vector<uint64_t>& inodes) {
-  auto conns = connections_where([&inodes](int fd, Connection*) {
+  // Not a forked child's copy: claiming it would hold the engine thread.
+  auto conns = connections_where([&inodes](int fd, Connection* c) {
     struct stat st {};
-    return sys::fstat(fd, &st) == 0 && std::find(inodes.begin(), inodes.end(), st.st_ino) != inodes.end();
+    return !c->foreign() && sys::fstat(fd, &st) == 0 && std::find(inodes.begin(), inodes.end(), st.st_ino) != inodes.end();
   });
-  for (auto& [c, fds] : conns) {
-    uint32_t token = c->local_token();
-    if (c->foreign()) {
-      c->unref();
-      continue;
-    }
-    // The child asks for the TCP socket next (relay_for_vfork_exec).
-    struct stat st {};
-    if (c->tcp_fd() >= 0 && sys::fstat(fds[0], &st) == 0)
-      if (int tcp = sys::dup_hidden(c->tcp_fd()); tcp >= 0) remember_passed(st.st_ino, tcp);
-    if (relay_numbers(c, fds))
-      SMCR_LOG(1, "conn %08x: a program exec'd by a vfork child inherits it: relayed from here on", token);
-    else
-      SMCR_LOG(0, "conn %08x: a vfork child's program inherits it, and it cannot be relayed", token);
-  }
+  // The child asks for the TCP sockets next (relay_for_vfork_exec).
+  relay_for_other_process(conns, "a program exec'd by a vfork child inherits it", true);
 }
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/engine.h"
+#include "core/sys.h"
 
 namespace {
 
@@ -56,12 +57,11 @@ TEST(Engine, AVforkChildWithoutTheWakeDescriptorIsServed) {
 
 int connect_diag() {
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "smcr-diag-%d", static_cast<int>(getpid()));
+  socklen_t len;
+  sockaddr_un a = Engine::diagnostics_address(getpid(), &len);
   timeval tv{5, 0};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) != 0) {
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     close(s);
     return -1;
   }
@@ -98,20 +98,11 @@ TEST(Engine, DiagnosticsSocketAnswersReportsAndTcpRequests) {
   std::string req = "tcp " + std::to_string(g_answer_ino) + "\n";
   ASSERT_EQ(write(s, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  ASSERT_EQ(recvmsg(s, &m, MSG_CMSG_CLOEXEC), 1);
+  int got = -1;
+  ASSERT_EQ(smcr::sys::recv_with_fd(s, &byte, 1, &got, 0), 1);
   close(s);
   EXPECT_EQ(byte, 't');
-  cmsghdr* h = CMSG_FIRSTHDR(&m);
-  ASSERT_NE(h, nullptr);
-  int got = -1;
-  memcpy(&got, CMSG_DATA(h), sizeof got);
+  ASSERT_GE(got, 0) << "no descriptor came with the answer";
   struct stat gst {};
   ASSERT_EQ(fstat(got, &gst), 0);
   EXPECT_EQ(gst.st_ino, st.st_ino) << "the same socket";
@@ -121,12 +112,10 @@ TEST(Engine, DiagnosticsSocketAnswersReportsAndTcpRequests) {
   s = connect_diag();
   ASSERT_GE(s, 0);
   ASSERT_EQ(write(s, "tcp 1\n", 6), 6);
-  m.msg_controllen = sizeof control;
-  memset(control, 0, sizeof control);
-  ASSERT_EQ(recvmsg(s, &m, MSG_CMSG_CLOEXEC), 1);
+  ASSERT_EQ(smcr::sys::recv_with_fd(s, &byte, 1, &got, 0), 1);
   close(s);
   EXPECT_EQ(byte, '-');
-  EXPECT_EQ(CMSG_FIRSTHDR(&m), nullptr);
+  EXPECT_EQ(got, -1) << "a descriptor came with the refusal";
   Engine::set_tcp_lookup(nullptr);
   close(pair[0]);
   close(pair[1]);
