@@ -210,6 +210,7 @@ class EpollGroup final : public ReadinessDeferral {
       has_pending_.store(false);
       disabled_ = false;
       spin_.reset();
+      probe_.reset();
     }
     for (Connection* c : conns) {
       c->set_deferral(nullptr, -1);
@@ -294,6 +295,8 @@ class EpollGroup final : public ReadinessDeferral {
 
   // Adaptive, as a blocking read's spin.
   SpinBackoff& spin() { return spin_; }
+  // Whether a look at the kernel before a sleep (no spin) finds anything.
+  SpinBackoff& probe() { return probe_; }
 
  private:
   struct Registration {
@@ -341,7 +344,7 @@ class EpollGroup final : public ReadinessDeferral {
   std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
-  SpinBackoff spin_;
+  SpinBackoff spin_, probe_;
 };
 
 // Never freed: a group is reused by the next epoll set with its number, so
@@ -456,15 +459,31 @@ int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_even
   g->resolve_pending();
   int n = g->collect(events, maxevents);
   if (n == maxevents) return n;
-  // The kernel's events every time: other fds are never starved.
-  int k = wait_kernel(events + n, maxevents - n, 0);
-  if (k < 0) return n > 0 ? n : k;
-  if (n + k > 0 || timeout_ns == 0) return n + k;
+  bool blocking = timeout_ns != 0;
+  int64_t budget = 0;
+  bool spin = false;
+  if (n == 0 && blocking) {
+    budget = spin_budget_ns();
+    if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
+    // Watching pays only for connections whose data would not ring.
+    spin = budget > 0 && g->has_parked() && g->spin().worth_trying();
+  }
+  // The kernel's events every time something is returned: other fds are
+  // never starved. Before a sleep the look at the kernel only spares the
+  // parked connections an arming when an event is already there: a set
+  // where that look keeps finding nothing (one connection per process:
+  // PostgreSQL's backends) sleeps at once.
+  if (n > 0 || !blocking || spin || g->probe().worth_trying()) {
+    int k = wait_kernel(events + n, maxevents - n, 0);
+    if (k < 0) return n > 0 ? n : k;
+    if (n == 0 && blocking && !spin) {
+      if (k > 0) g->probe().hit();
+      else g->probe().missed();
+    }
+    if (n + k > 0 || !blocking) return n + k;
+  }
   int64_t start = sys::now_ns();
-  int64_t budget = spin_budget_ns();
-  if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
-  // Watching pays only for connections whose data would not ring.
-  if (budget > 0 && g->has_parked() && g->spin().worth_trying()) {
+  if (spin) {
     int64_t deadline = start + budget;
     for (uint32_t i = 1;; ++i) {
       for (int p = 0; p < 8; ++p) __builtin_ia32_pause();
@@ -476,7 +495,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_even
         }
       }
       if ((i & 15) == 0) {
-        k = wait_kernel(events, maxevents, 0);
+        int k = wait_kernel(events, maxevents, 0);
         if (k != 0) {
           if (k > 0) g->spin().hit();
           return k;
