@@ -203,6 +203,8 @@ void Connection::reset_fields() {
   handoff_ = nullptr;
   relayed_ = false;
   carried_ = false;
+  passed_.store(false);
+  claimant_fd_.store(-1);
   handover_seen_.store(false);
   wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
   rd_owed_ = 0;
@@ -332,6 +334,7 @@ bool Connection::handed_over(bool claim) {
         }
         [[fallthrough]];
       case kClaimExec:
+      case kClaimRemote:
       case kAdopting:
       case kRelayDraining:
         if (!claim || left == 0) return false;  // still someone else's
@@ -591,6 +594,11 @@ bool Connection::rehome_to_child() {
            local_token_, static_cast<long long>((sys::now_ns() - asked_ns) / 1000));
   // Forgotten here without a word to the peer: the holder has every
   // descriptor and mapping, and the peer its new link.
+  forget_moved_locked(lock);
+  return true;
+}
+
+void Connection::forget_moved_locked(std::unique_lock<Connection>& lock) {
   Engine::get().unwatch_tcp(this);
   for (int* fd : {&tcp_fd_, &engine_end_, &peer_bell_fd_}) sys::close_reset(fd);
   close_memfds();
@@ -608,6 +616,118 @@ bool Connection::rehome_to_child() {
   g->remove_connection(local_token_);
   lock.unlock();
   unref();  // the fd table's reference, which the handover thread held
+}
+
+bool Connection::passable() {
+  std::lock_guard<Connection> lock(*this);
+  return !foreign() && !relayed_ && !carried_ && group_ && group_->shm() && group_->link_slots() == 1 && rx_control_ &&
+         link_ && rmb_memfd_ >= 0 && peer_rmb_memfd_ >= 0 && handoff_ && !aborted_ && !peer_lost_ && !link_dead_ &&
+         !released_ && !reset_signalled_ && app_fd_ >= 0 && engine_end_ >= 0 && tcp_fd_ >= 0;
+}
+
+Connection::RemoteClaim Connection::claim_remote(int fd) {
+  if (!mu_.try_lock()) return RemoteClaim::kHeld;
+  std::lock_guard<Connection> lock(*this, std::adopt_lock);
+  if (!passed_.load() || !handoff_ || foreign() || released_) return RemoteClaim::kGone;
+  uint32_t v = handoff_->load(std::memory_order_acquire);
+  if (v == handoff::kOwned) return app_closed_ ? RemoteClaim::kGone : RemoteClaim::kHeld;
+  if (v != handoff::kOffered) return RemoteClaim::kGone;
+  int answer = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (answer < 0) return RemoteClaim::kHeld;
+  claimant_fd_.store(sys::hide_fd(answer));
+  if (!handoff::transition(handoff_, handoff::kOffered, handoff::kClaimRemote)) {
+    sys::close(claimant_fd_.exchange(-1));
+    return RemoteClaim::kGone;
+  }
+  return RemoteClaim::kClaimed;
+}
+
+bool Connection::pass_to_claimant() {
+  int claimant = claimant_fd_.exchange(-1);
+  std::unique_lock<Connection> lock(*this);
+  bool record_sent = false;
+  auto refused = [&](const char* why) {
+    SMCR_LOG(1, "conn %08x: not passed to the program that asked (%s): relayed instead", local_token_, why);
+    // The claimant drains the readiness socket to the relay's marker and
+    // answers for the stream with the TCP socket (the record had it).
+    char verdict = exec_carry::kVerdictRelay;
+    if (claimant >= 0) {
+      sys::sendmsg_with_fd(claimant, &verdict, 1, record_sent ? -1 : tcp_fd_, MSG_NOSIGNAL);
+      sys::close(claimant);
+    }
+    return false;
+  };
+  if (claimant < 0) return refused("its request is gone");
+  if (!group_ || !group_->shm() || group_->link_slots() != 1 || !rx_control_ || !link_)
+    return refused("not on the shared-memory fabric");
+  if (rmb_memfd_ < 0 || peer_rmb_memfd_ < 0) return refused("its RMBs' memfds are closed");
+  if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0 || tcp_fd_ < 0)
+    return refused("the connection has ended");
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return refused("no socket pair");
+  timeval tv{10, 0};
+  for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int peer_end = sys::hide_fd(sv[0]);
+  int holder_end = sys::hide_fd(sv[1]);
+  // As rehome_to_child: the claimant has everything before the peer is
+  // asked, so that our death from here on leaves it what it needs.
+  rehoming_.store(true);
+  struct EndRehoming {
+    std::atomic<bool>& flag;
+    ~EndRehoming() { flag.store(false); }
+  } end_rehoming{rehoming_};
+  drain_inbox_locked();
+  pull_cdc_locked();
+  exec_carry::Record r;
+  r.role = static_cast<uint8_t>(group_->role());
+  r.peer = group_->peer();
+  r.link_num = group_->link_num();  // the identity the peer's new group keeps (LinkGroup::make_rehomed)
+  r.local = group_->local();
+  r.remote = group_->remote();
+  const RemoteRmb& peer = peer_rmb_on_[static_cast<size_t>(slot_)];
+  r.rmb_size = rmb_.size;
+  r.rmb_rkey = rmb_.rkey;
+  r.rmb_vaddr = rmb_.vaddr;
+  r.peer_size = peer.size;
+  r.peer_rkey = peer.rkey;
+  r.peer_vaddr = peer.vaddr;
+  r.rmbe_base = rx_space_.base();
+  r.local_token = local_token_;
+  r.peer_token = peer_token_;
+  r.active = active_;
+  r.linger_abort = linger_abort_;
+  r.link_fd = holder_end;
+  r.tcp_fd = tcp_fd_;
+  r.app_end = -1;  // the claimant's own
+  r.engine_end = engine_end_;
+  r.peer_bell_fd = peer_bell_fd_;
+  r.memfd = rmb_memfd_;
+  r.peer_memfd = peer_rmb_memfd_;
+  save_snapshot_locked(reinterpret_cast<HandoverSnapshot*>(r.snapshot));
+  bool sent = exec_carry::send_record(claimant, r);
+  sys::close(holder_end);
+  if (!sent) {
+    sys::close(peer_end);
+    return refused("the record could not be sent");
+  }
+  record_sent = true;
+  handoff::Rehome ask;
+  ask.receiver_token = peer_token_;
+  ask.sender_token = local_token_;
+  int64_t asked_ns = sys::now_ns();
+  bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
+  sys::close(peer_end);
+  if (!moved) return refused(group_->failed() ? "the link failed" : "the peer did not move it");
+  released_ = true;
+  discard_inbox_locked();
+  char verdict = exec_carry::kVerdictMoved;
+  sys::send(claimant, &verdict, 1, MSG_NOSIGNAL);
+  sys::close(claimant);
+  handoff::publish(handoff_, handoff::kGone);  // for a forked child that holds it too
+  counters().exec_carried.fetch_add(1, std::memory_order_relaxed);
+  SMCR_LOG(1, "conn %08x: passed to a program spawned from here (its own link, no relay; the peer moved it in %lld us)",
+           local_token_, static_cast<long long>((sys::now_ns() - asked_ns) / 1000));
+  forget_moved_locked(lock);
   return true;
 }
 
@@ -724,6 +844,7 @@ bool Connection::exec_carry_begin(exec_carry::Record* r) {
     return refused("it shares its link with other connections");
   if (rmb_memfd_ < 0 || peer_rmb_memfd_ < 0) return refused("its RMBs' memfds are closed");
   if (forks_at_create_ != handoff::forks_made()) return refused("a forked child may hold it too");
+  if (passed_.load()) return refused("a program spawned from here takes it over");
   if (relayed_) return refused("it is being handed to a forked child");
   if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || app_fd_ < 0 || engine_end_ < 0 ||
       tcp_fd_ < 0)
@@ -859,7 +980,7 @@ void Connection::process_exit() {
   if (app_closed_ || released_ || relayed_) return;
   // A forked child still holds it: it lives on there (re-homed at exit,
   // handoff::finish_offers_at_exit), as the TCP socket's file would.
-  if (handoff_ && forks_at_create_ != handoff::forks_made()) {
+  if (handoff_ && shared_beyond_process()) {
     ref();  // for the handover thread; the fd table keeps its own
     if (hand_over_locked()) return;
     unref();
@@ -1432,7 +1553,7 @@ void Connection::drain_readiness_locked() {
 
 void Connection::signal_eof_locked() {
   if (eof_signalled_ || engine_end_ < 0) return;
-  bool may_be_handed_over = handoff_ && (forks_at_create_ != handoff::forks_made() || (!active_ && !app_has_read_));
+  bool may_be_handed_over = handoff_ && (shared_beyond_process() || (!active_ && !app_has_read_));
   if (!shut_rd_ && !aborted_ && may_be_handed_over && rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) {
     // A forked child may yet be handed this socket (core/handoff.h): an
     // accepted connection the application has not read from (accept-then-
@@ -1877,7 +1998,7 @@ void Connection::app_close(bool abortive) {
   std::unique_lock<Connection> lock(*this);
   // As a TCP socket's file outlives close() while a forked child holds it
   // (even with SO_LINGER 0: only the last close resets).
-  if (!app_closed_ && !relayed_ && handoff_ && forks_at_create_ != handoff::forks_made() && !foreign() &&
+  if (!app_closed_ && !relayed_ && handoff_ && shared_beyond_process() && !foreign() &&
       hand_over_locked())
     return;  // the handover thread owns the fd table's reference now
   close_for_app_locked(lock, abortive);
@@ -1987,7 +2108,7 @@ void Connection::release_resources_locked() {
     // child forked since the connection was made can be one: without such
     // a fork the word is not even read again (free_state), and the wake-up
     // (a system call on a shared futex) is saved.
-    if (!relayed_ && forks_at_create_ != handoff::forks_made()) handoff::publish(handoff_, handoff::kGone);
+    if (!relayed_ && shared_beyond_process()) handoff::publish(handoff_, handoff::kGone);
     handoff::free_state(handoff_);
     handoff_ = nullptr;
   }

@@ -157,6 +157,28 @@ class Connection {
   // refused, not parked behind our wait.
   bool rehoming() const { return rehoming_.load(); }
 
+  // --- a program spawned from here takes it over (core/exec_carry.h, "take") ---
+  // Whether it could be: ours, shm, both memfds kept, not ended.
+  bool passable();
+  // A program spawned from here holds its socket and will ask for it: the
+  // application's last close offers it (as with a forked child) instead of
+  // closing it, and the memfds are kept.
+  void mark_passed() { passed_.store(true); }
+  bool passed() const { return passed_.load(); }
+  // The program's claim (handoff::kClaimRemote) came on `fd`, a connection
+  // to our diagnostics socket that the handover thread answers on.
+  // Engine thread (never waits for the connection): the program's request
+  // came on `fd`. kClaimed: offered, and claimed for it (the handover thread
+  // answers on a duplicate of `fd`); kHeld: this process still holds it (or
+  // it is busy): ask again; kGone: not to be had any more.
+  enum class RemoteClaim { kClaimed, kHeld, kGone };
+  RemoteClaim claim_remote(int fd);
+  // Handover thread: moves the connection to the claimant's new link and
+  // gives it the state and descriptors (exec_carry::Record) over its
+  // connection, then forgets it. False when it cannot be: the claimant was
+  // told to expect a relay, with the TCP socket.
+  bool pass_to_claimant();
+
   // --- exec (core/exec_carry.h) ---
   // Whether an exec could take this connection along: shm, alone on its
   // link (or, inherited across fork, about to be: re-homed on our claim),
@@ -416,7 +438,7 @@ class Connection {
   // connection is done with its RMBs.
   void close_memfds();
   void first_use_locked() {
-    if ((rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && forks_at_create_ == handoff::forks_made()) [[unlikely]]
+    if ((rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && !shared_beyond_process()) [[unlikely]]
       close_memfds_unless_own_link();
   }
   void close_memfds_unless_own_link();
@@ -434,6 +456,13 @@ class Connection {
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   int64_t claimed_ns_ = 0;         // child side: when this process claimed it (diagnostics)
   std::atomic<bool> rehoming_{false};
+  std::atomic<bool> passed_{false};     // mark_passed()
+  std::atomic<int> claimant_fd_{-1};    // set_claimant()
+  // Another process may hold the application's socket: a forked child, or
+  // a program spawned from here that takes it over.
+  bool shared_beyond_process() const { return forks_at_create_ != handoff::forks_made() || passed_.load(); }
+  // A handover moved it to another process: nothing of it is ours any more.
+  void forget_moved_locked(std::unique_lock<Connection>& lock);
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;

@@ -193,10 +193,14 @@ int64_t keepalive_tick_ms() {
 // connections, and the counters. Only the same user (or root) may look.
 std::atomic<int (*)(uint64_t)> g_tcp_lookup{nullptr};
 
+std::atomic<void (*)(uint64_t, int, bool)> g_take_handler{nullptr};
+
 // "tcp <inode>": another process received a stream this one relays (sent
 // over SCM_RIGHTS) and asks for its TCP socket, to answer getpeername and
 // the socket options as TCP's. Answered with the socket (SCM_RIGHTS), or a
-// byte alone. True when the request was one.
+// byte alone. "take <inode>" / "relay <inode>": a program spawned from here
+// asks for a connection it inherited (core/exec_carry.h), answered by the
+// take handler. True when the request was one of these.
 bool answer_tcp_request(int fd) {
   char req[48];
   pollfd p{fd, POLLIN, 0};
@@ -204,8 +208,21 @@ bool answer_tcp_request(int fd) {
   if (sys::poll(&p, 1, 20) <= 0) return false;
   // Read (not peeked): a request left unread would make our close a reset.
   ssize_t n = sys::recv(fd, req, sizeof req - 1, MSG_DONTWAIT);
-  if (n < 5 || std::memcmp(req, "tcp ", 4) != 0) return false;
+  if (n < 5) return false;
   req[n] = '\0';
+  bool take = std::memcmp(req, "take ", 5) == 0, relay = n > 6 && std::memcmp(req, "relay ", 6) == 0;
+  if (take || relay) {
+    auto handler = g_take_handler.load(std::memory_order_acquire);
+    uint64_t ino = std::strtoull(req + (take ? 5 : 6), nullptr, 10);
+    if (handler) {
+      handler(ino, fd, relay);
+    } else {
+      char none = '-';
+      sys::send(fd, &none, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    return true;
+  }
+  if (std::memcmp(req, "tcp ", 4) != 0) return false;
   auto lookup = g_tcp_lookup.load(std::memory_order_acquire);
   int tcp = lookup ? lookup(std::strtoull(req + 4, nullptr, 10)) : -1;
   char byte = tcp >= 0 ? 't' : '-';
@@ -360,6 +377,9 @@ sockaddr_un Engine::diagnostics_address(pid_t pid, socklen_t* len) {
 }
 
 void Engine::set_tcp_lookup(int (*lookup)(uint64_t inode)) { g_tcp_lookup.store(lookup, std::memory_order_release); }
+void Engine::set_take_handler(void (*handler)(uint64_t inode, int fd, bool relay)) {
+  g_take_handler.store(handler, std::memory_order_release);
+}
 
 bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
   Engine* e = get_if_started();

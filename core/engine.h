@@ -61,6 +61,11 @@ class Engine {
   // process that received a stream this one relays asks for its TCP socket.
   // `lookup` returns a descriptor the engine sends and closes, or -1.
   static void set_tcp_lookup(int (*lookup)(uint64_t inode));
+  // Answers "take <inode>" and "relay <inode>" from a program spawned from
+  // here (core/exec_carry.h) on `fd`, on the engine thread: it must not
+  // wait. `fd` is closed after it returns (it keeps a duplicate to answer
+  // later).
+  static void set_take_handler(void (*handler)(uint64_t inode, int fd, bool relay));
   // The abstract address of process `pid`'s diagnostics socket
   // (smcr-diag-<pid>), its length in *len.
   static sockaddr_un diagnostics_address(pid_t pid, socklen_t* len);

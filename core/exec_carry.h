@@ -18,6 +18,8 @@
 // earlier behaviour: an inherited connection is relayed by its owner.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/clc.h"
@@ -64,5 +66,37 @@ struct Header {
   uint32_t count = 0;
   uint32_t counters_bytes = 0;
 };
+
+// A program started without a fork the shim sees (posix_spawn, system(),
+// popen(), a vfork child's exec) takes a connection over the same way, but
+// asks for it itself: SMCR_EXEC_TAKE=<pid>:<inode>,... names the process
+// that owns the connections and their application sockets' inodes. The
+// new program's shim asks that process's engine (diagnostics socket,
+// "take <inode>"); once the owner has closed its own descriptors the
+// connection is offered, and the answer is the record and its descriptors
+// (kReplyRecord), then, after the peer moved the connection to the new
+// link, kVerdictMoved (or kVerdictRelay: the owner relays it instead). An
+// owner that still holds it answers kReplyWait; after a while the program
+// asks "relay <inode>" and gets kReplyTcp with the TCP socket of the relay
+// the owner starts.
+inline constexpr char kTakeVariable[] = "SMCR_EXEC_TAKE";
+inline constexpr char kReplyRecord = 'c';
+inline constexpr char kReplyWait = 'w';
+inline constexpr char kReplyTcp = 't';
+inline constexpr char kReplyNone = '-';
+inline constexpr char kVerdictMoved = 'M';
+inline constexpr char kVerdictRelay = 'V';
+
+// The record's descriptors, in the order they travel.
+inline std::array<int32_t*, 7> descriptors(Record* r) {
+  return {&r->link_fd, &r->tcp_fd, &r->app_end, &r->engine_end, &r->peer_bell_fd, &r->memfd, &r->peer_memfd};
+}
+// kReplyRecord, the record and its descriptors (those >= 0) on `sock`.
+bool send_record(int sock, const Record& r);
+// After a kReplyRecord byte was read from `sock` (with the descriptors that
+// came with it: `fds`, `count`, owned from now on): the record, its
+// descriptors in its fields (-1 where none was sent). False (all closed)
+// on a short or malformed record.
+bool receive_record(int sock, Record* r, int timeout_ms, const int* fds, size_t count);
 
 }  // namespace smcr::exec_carry

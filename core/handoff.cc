@@ -451,13 +451,29 @@ void forget_offer(std::atomic<uint32_t>* w) {
 // How often an offer nobody claims checks whether its holders are gone.
 constexpr int kOfferCheckMs = 50;
 
+// Offers a spawned program will ask for (Connection::passed): an exit waits
+// longer for them.
+std::atomic<int> g_passed_offers{0};
+constexpr int kPassedExitWaitMs = 5000;
+
 void handover(const HandoverArgs& a) {
   Connection* c = a.conn;
   std::atomic<uint32_t>* w = c->handoff_word();
+  struct PassedOffer {
+    bool counted;
+    explicit PassedOffer(bool passed) : counted(passed) {
+      if (counted) g_passed_offers.fetch_add(1);
+    }
+    ~PassedOffer() {
+      if (counted) g_passed_offers.fetch_sub(1);
+    }
+  } passed_offer(c->passed());
   for (;;) {
     uint32_t v = w->load(std::memory_order_acquire);
     if (v == kOffered) {
-      if (g_exiting.load()) {
+      // A program spawned from here asks for it itself, as it starts: the
+      // exit waits for that claim (finish_offers_at_exit's deadline).
+      if (g_exiting.load() && !c->passed()) {
         transition(w, kOffered, kClaimDirect);
         continue;
       }
@@ -472,11 +488,13 @@ void handover(const HandoverArgs& a) {
       futex(w, FUTEX_WAIT, kOffered, &ts);
       continue;
     }
-    forget_offer(w);
-    if (v == kClaimDirect && c->rehome_to_child()) {
+    // Still an offer while it moves: an exit waits for the move to end.
+    if ((v == kClaimDirect && c->rehome_to_child()) || (v == kClaimRemote && c->pass_to_claimant())) {
+      forget_offer(w);
       forget_held(a.held);
       return;
     }
+    forget_offer(w);
     RelayArgs r{c, -1, -1};
     if (!c->start_relaying(&r.child_fd, &r.own_fd)) {
       forget_held(a.held);
@@ -580,13 +598,16 @@ void finish_offers_at_exit(int timeout_ms) {
   }
   g_exiting.store(true);
   for (auto* w : waiting) futex(w, FUTEX_WAKE, INT32_MAX, nullptr);
-  int64_t deadline = sys::now_ms() + timeout_ms;
+  int64_t start = sys::now_ms();
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(g_mu);
       if (offers().empty()) return;
     }
-    if (sys::now_ms() > deadline) return;
+    // A spawned program asks as it starts: on a loaded machine that may take
+    // longer than a forked child's first use.
+    int64_t allowed = g_passed_offers.load() > 0 ? std::max(timeout_ms, kPassedExitWaitMs) : timeout_ms;
+    if (sys::now_ms() > start + allowed) return;
     struct timespec ts{0, 2 * 1000000L};
     nanosleep(&ts, nullptr);
   }

@@ -51,6 +51,7 @@ enum State : uint32_t {
   kAdopted = 9,      // taken: it belongs to that holder
   kRelayDraining = 10,  // a holder is draining the stream up to the marker
   kRelayReady = 11,     // the stream is the peer's bytes only
+  kClaimRemote = 12,    // a program spawned from here asked for it (Connection::pass_to_claimant)
 };
 
 // A word shared with every child forked from now on, or null when none is

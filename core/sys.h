@@ -75,55 +75,71 @@ inline int setsockopt(int fd, int level, int name, const void* v, socklen_t l) {
 }
 inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getsockname, fd, a, l)); }
 inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
-// One message with at most one descriptor attached (SCM_RIGHTS), sent
-// with `flags` (MSG_NOSIGNAL always).
-inline ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
+// One message with descriptors attached (SCM_RIGHTS, at most kMaxPassedFds),
+// sent with `flags` (MSG_NOSIGNAL always).
+inline constexpr size_t kMaxPassedFds = 8;
+inline ssize_t sendmsg_with_fds(int sock, const void* data, size_t len, const int* fds, size_t count, int flags) {
   iovec iov{const_cast<void*>(data), len};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (fd_to_pass >= 0) {
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  if (count > kMaxPassedFds) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (count > 0) {
     m.msg_control = cbuf;
-    m.msg_controllen = sizeof cbuf;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * count);
     cmsghdr* c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    __builtin_memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    __builtin_memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
   }
   return sys::sendmsg(sock, &m, flags | MSG_NOSIGNAL);
 }
-// One message and at most one passed descriptor, close-on-exec, into
-// *fd_out (-1 if none; extra ones are closed), received with `flags`. A
-// truncated message or control part is an error (EPROTO), its fd closed.
-inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd_out, int flags = MSG_DONTWAIT) {
-  *fd_out = -1;
+// One message with at most one descriptor attached.
+inline ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
+  return sendmsg_with_fds(sock, data, len, &fd_to_pass, fd_to_pass >= 0 ? 1 : 0, flags);
+}
+// One message and the descriptors passed with it, close-on-exec, into
+// fds_out[0..*count) (extra ones are closed), received with `flags`. A
+// truncated message or control part is an error (EPROTO), its fds closed.
+inline ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds_out, size_t max, size_t* count, int flags) {
+  *count = 0;
   iovec iov{buf, len};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
   m.msg_control = cbuf;
   m.msg_controllen = sizeof cbuf;
   ssize_t n = sys::recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
   if (n < 0) return n;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
       int fd;
       __builtin_memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*fd_out < 0) *fd_out = fd;
+      if (*count < max) fds_out[(*count)++] = fd;
       else sys::close(fd);
     }
   }
   if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
-    if (*fd_out >= 0) sys::close(*fd_out);
-    *fd_out = -1;
+    for (size_t i = 0; i < *count; ++i) sys::close(fds_out[i]);
+    *count = 0;
     errno = EPROTO;
     return -1;
   }
+  return n;
+}
+// One message and at most one passed descriptor into *fd_out (-1 if none).
+inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd_out, int flags = MSG_DONTWAIT) {
+  size_t count = 0;
+  ssize_t n = recv_with_fds(sock, buf, len, fd_out, 1, &count, flags);
+  if (count == 0) *fd_out = -1;
   return n;
 }
 inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }

@@ -33,6 +33,7 @@ using smcr::exec_carry::kMagic;
 using smcr::exec_carry::kMaxAppFds;
 using smcr::exec_carry::kVariable;
 using smcr::exec_carry::Record;
+using smcr::exec_carry::descriptors;
 
 bool enabled() {
   static const bool on = env_long("SMCR_EXEC_CARRY", 1, 0, 1) != 0;
@@ -61,11 +62,6 @@ bool socket_is(int fd, int family, int type) {
 bool same_file(int a, int b) {
   struct stat sa, sb;
   return sys::fstat(a, &sa) == 0 && sys::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-// The record's descriptors, as they came.
-std::array<int32_t*, 7> descriptors(Record* r) {
-  return {&r->link_fd, &r->tcp_fd, &r->app_end, &r->engine_end, &r->peer_bell_fd, &r->memfd, &r->peer_memfd};
 }
 
 void close_all(Record* r) {
@@ -229,6 +225,8 @@ void before_fork() {
     SMCR_LOG(1, "conn %08x: this carried connection is shared by a fork: relayed from here on", token);
   }
 }
+
+bool adopt_taken(const Record& r) { return adopt_one(r); }
 
 void adopt_from_environment() {
   const char* v = ::getenv(kVariable);

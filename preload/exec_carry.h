@@ -33,6 +33,9 @@ void before_fork();
 
 // At load: takes over the connections SMCR_EXEC_SMC names, and removes it.
 void adopt_from_environment();
+// The process that spawned this program gave it a connection (core/exec_carry.h, "take"): taken over as a carried
+// one. False (everything of it closed) if it cannot be.
+bool adopt_taken(const smcr::exec_carry::Record& r);
 
 // Before an exec: `carry` are the application's numbers that survive it and
 // their connections (referenced; the references are consumed), each

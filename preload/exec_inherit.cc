@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "core/connection.h"
@@ -25,6 +28,7 @@
 #include "core/handoff.h"
 #include "core/log.h"
 #include "core/sys.h"
+#include "preload/exec_carry.h"
 #include "preload/fd_table.h"
 
 namespace smcr::preload::exec_inherit {
@@ -170,13 +174,16 @@ std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
 }
 
 namespace {
-// Connections relayed for another process over SCM_RIGHTS: the inode of the
-// stream it received and a duplicate of their TCP socket, for its shim to
-// ask for (Engine::set_tcp_lookup, adopt_received). The most recent ones
-// only: a receiver asks as it receives.
+// Connections relayed for another process over SCM_RIGHTS or to a spawned
+// program: the inode of the stream it holds and a duplicate of their TCP
+// socket, for its shim to ask for (Engine::set_tcp_lookup, adopt_received).
+// And connections a spawned program will take over (pass_for_spawn): the
+// inode and the connection (referenced) until it is claimed. The most
+// recent ones only: a receiver asks as it receives, a program as it starts.
 struct Passed {
   uint64_t ino = 0;
   int tcp = -1;
+  Connection* conn = nullptr;
 };
 std::array<Passed, 128> g_passed;
 size_t g_passed_next = 0;
@@ -189,13 +196,47 @@ int tcp_for_passed(uint64_t ino) {
   return -1;
 }
 
-void remember_passed(uint64_t ino, int tcp) {
-  static const bool registered = (Engine::set_tcp_lookup(&tcp_for_passed), true);
+void take_request(uint64_t ino, int fd, bool relay);
+
+// Takes `tcp` (or -1) and a reference to `conn` (or null).
+void remember_passed(uint64_t ino, int tcp, Connection* conn = nullptr) {
+  static const bool registered = (Engine::set_tcp_lookup(&tcp_for_passed), Engine::set_take_handler(&take_request), true);
   (void)registered;
+  Connection* evicted = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_passed_mu);
+    Passed& slot = g_passed[g_passed_next++ % g_passed.size()];
+    if (slot.tcp >= 0) sys::close(slot.tcp);
+    evicted = slot.conn;
+    slot = {ino, tcp, conn};
+  }
+  if (evicted) evicted->unref();
+}
+
+// The connection a spawned program will take over by `ino`, referenced,
+// and forgotten here (it is asked for once), or null.
+Connection* passed_connection(uint64_t ino) {
   std::lock_guard<std::mutex> lock(g_passed_mu);
-  Passed& slot = g_passed[g_passed_next++ % g_passed.size()];
-  if (slot.tcp >= 0) sys::close(slot.tcp);
-  slot = {ino, tcp};
+  for (Passed& p : g_passed)
+    if (p.conn && p.ino == ino) {
+      p.conn->ref();
+      return p.conn;
+    }
+  return nullptr;
+}
+void forget_passed_connection(uint64_t ino) {
+  Connection* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_passed_mu);
+    for (Passed& p : g_passed)
+      if (p.conn && p.ino == ino) std::swap(c, p.conn);
+  }
+  if (c) c->unref();
+}
+
+void reply(int fd, char byte, int tcp) {
+  sys::sendmsg_with_fd(fd, &byte, 1, tcp, MSG_DONTWAIT);
+  if (tcp >= 0) sys::close(tcp);
 }
 
 // Relays `conns` (connections_where's) for another process that will hold
@@ -229,13 +270,83 @@ int relay_for_other_process(std::vector<std::pair<Connection*, std::vector<int>>
 }
 }  // namespace
 
-int relay_for_spawn() {
+namespace {
+uint64_t inode_of(int fd) {
+  struct stat st {};
+  return sys::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+// On the engine thread: a program spawned from here asks for the connection
+// of the stream it inherited (core/exec_carry.h).
+void take_request(uint64_t ino, int fd, bool relay) {
+  Connection* c = passed_connection(ino);
+  if (!c) {  // relayed (its TCP socket), or not ours
+    int tcp = tcp_for_passed(ino);
+    reply(fd, tcp >= 0 ? smcr::exec_carry::kReplyTcp : smcr::exec_carry::kReplyNone, tcp);
+    return;
+  }
+  Connection::RemoteClaim claim = c->claim_remote(fd);
+  c->unref();
+  if (claim == Connection::RemoteClaim::kClaimed) {
+    forget_passed_connection(ino);  // the handover thread answers
+    return;
+  }
+  if (claim == Connection::RemoteClaim::kGone) {
+    forget_passed_connection(ino);
+    reply(fd, smcr::exec_carry::kReplyNone, -1);
+    return;
+  }
+  if (!relay) {
+    reply(fd, smcr::exec_carry::kReplyWait, -1);
+    return;
+  }
+  // This process keeps using it: relayed here, as before there was a take.
+  forget_passed_connection(ino);
+  auto conns = connections_where([ino](int n, Connection* held) { return !held->foreign() && inode_of(n) == ino; });
+  relay_for_other_process(conns, "a program spawned from here uses it while this process does", true);
+  int tcp = tcp_for_passed(ino);
+  reply(fd, tcp >= 0 ? smcr::exec_carry::kReplyTcp : smcr::exec_carry::kReplyNone, tcp);
+}
+
+// Connections among `conns` the new program takes over itself (it loads the
+// shim: `takes`) are marked for it and their inodes appended to `take`; the
+// rest are relayed.
+void pass_or_relay(std::vector<std::pair<Connection*, std::vector<int>>>& conns, bool takes,
+                   std::vector<uint64_t>* take, const char* who, bool remember_tcp) {
+  std::vector<std::pair<Connection*, std::vector<int>>> relay;
+  for (auto& entry : conns) {
+    Connection* c = entry.first;
+    uint64_t ino = inode_of(entry.second[0]);
+    if (takes && ino != 0 && !c->foreign() && smcr::preload::exec_carry::enabled() && c->passable()) {
+      c->mark_passed();
+      remember_passed(ino, -1, c);  // with our reference
+      take->push_back(ino);
+      SMCR_LOG(1, "conn %08x: %s: it takes the connection over", c->local_token(), who);
+      continue;
+    }
+    relay.push_back(std::move(entry));
+  }
+  relay_for_other_process(relay, who, remember_tcp);
+}
+}  // namespace
+
+int relay_for_spawn(bool program_takes, std::string* take_variable) {
   // Connections with a number the new program inherits, and all their numbers.
   auto conns = connections_where([](int fd, Connection*) {
     int fdflags = sys::fcntl(fd, F_GETFD);
     return fdflags >= 0 && !(fdflags & FD_CLOEXEC);
   });
-  return relay_for_other_process(conns, "a program spawned from here inherits it", false);
+  std::vector<uint64_t> take;
+  size_t n = conns.size();
+  pass_or_relay(conns, program_takes, &take, "a program spawned from here inherits it", false);
+  if (!take.empty()) *take_variable = take_variable_for(static_cast<pid_t>(::syscall(SYS_getpid)), take);
+  return static_cast<int>(n);
+}
+
+std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes) {
+  std::string v = std::string(smcr::exec_carry::kTakeVariable) + "=" + std::to_string(owner) + ":";
+  for (size_t i = 0; i < inodes.size(); ++i) v += (i ? "," : "") + std::to_string(inodes[i]);
+  return v;
 }
 
 
@@ -292,20 +403,186 @@ void adopt_received(int via, int fd) {
 }
 
 namespace {
-// On the parent's engine thread: relays the connections whose application
-// socket has one of `inodes`, with all their numbers.
-void relay_sockets(const std::vector<uint64_t>& inodes) {
-  // Not a forked child's copy: claiming it would hold the engine thread.
-  auto conns = connections_where([&inodes](int fd, Connection* c) {
-    struct stat st {};
-    return !c->foreign() && sys::fstat(fd, &st) == 0 && std::find(inodes.begin(), inodes.end(), st.st_ino) != inodes.end();
-  });
-  // The child asks for the TCP sockets next (relay_for_vfork_exec).
-  relay_for_other_process(conns, "a program exec'd by a vfork child inherits it", true);
+// An inherited readiness socket whose connection cannot be had: its bytes
+// are not the peer's, so the program's numbers read end-of-file instead
+// (as an exec's descriptors that were not handed over).
+void end_of_file_at(const std::vector<int>& numbers) {
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
+  for (int n : numbers) {
+    int flags = sys::fcntl(n, F_GETFD);
+    sys::dup3(sv[0], n, flags >= 0 && (flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+  }
+  sys::close(sv[0]);
+  sys::close(sv[1]);
+}
+
+// Asks `owner` for the connection of the inherited stream `ino`, held here
+// at `numbers` (core/exec_carry.h), until it is ours, relayed, or not to be
+// had. An owner that still holds it is asked again until `relay_after`,
+// then told to relay it.
+void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after) {
+  namespace ec = smcr::exec_carry;
+  for (int round = 0;; ++round) {
+    bool relay = sys::now_ms() > relay_after;
+    int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return;
+    socklen_t alen;
+    sockaddr_un a = Engine::diagnostics_address(owner, &alen);
+    char req[48];
+    int rl = snprintf(req, sizeof req, "%s %llu\n", relay ? "relay" : "take", static_cast<unsigned long long>(ino));
+    char kind = 0;
+    int fds[sys::kMaxPassedFds];
+    size_t count = 0;
+    auto close_fds = [&] {
+      for (size_t i = 0; i < count; ++i) sys::close(fds[i]);
+      count = 0;
+    };
+    pollfd p{s, POLLIN, 0};
+    if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) != 0 ||
+        sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) != rl || sys::poll(&p, 1, 3000) <= 0 ||
+        sys::recv_with_fds(s, &kind, 1, fds, sys::kMaxPassedFds, &count, MSG_DONTWAIT) != 1) {
+      SMCR_LOG(0, "exec: the process that started this program (pid %d) did not answer for an inherited SMC-R "
+               "connection: it reads end-of-file here", static_cast<int>(owner));
+      sys::close(s);
+      close_fds();
+      end_of_file_at(numbers);
+      return;
+    }
+    if (kind == ec::kReplyWait) {
+      sys::close(s);
+      close_fds();
+      timespec ts{0, std::min(1 + round, 10) * 1000000L};
+      nanosleep(&ts, nullptr);
+      continue;
+    }
+    int tcp = -1;
+    if (kind == ec::kReplyRecord) {
+      ec::Record r;
+      // The record's descriptors came with its first byte.
+      bool whole = ec::receive_record(s, &r, 3000, fds, count);
+      count = 0;
+      if (!whole) {
+        SMCR_LOG(0, "exec: an inherited SMC-R connection's record did not arrive whole: it reads end-of-file here");
+        sys::close(s);
+        end_of_file_at(numbers);
+        return;
+      }
+      char verdict = 0;
+      pollfd v{s, POLLIN, 0};
+      // The owner asks the peer to move it (up to 10 s), then answers; its
+      // end (it died) means the same as moved: whatever the peer did, the
+      // new link tells.
+      ssize_t got = sys::poll(&v, 1, 15000) > 0 ? sys::recv(s, &verdict, 1, MSG_DONTWAIT) : -1;
+      if (got == 0 || verdict == ec::kVerdictMoved) {
+        sys::close(s);
+        r.app_end = sys::fcntl(numbers[0], F_DUPFD_CLOEXEC, 0);
+        r.n_app_fds = 0;
+        for (int n : numbers)
+          if (r.n_app_fds < ec::kMaxAppFds) r.app_fds[r.n_app_fds++] = n;
+        if (smcr::preload::exec_carry::adopt_taken(r))
+          SMCR_LOG(1, "exec: an SMC-R connection taken over from pid %d (its own link, no relay)",
+                   static_cast<int>(owner));
+        return;
+      }
+      tcp = r.tcp_fd;
+      r.tcp_fd = -1;
+      for (int32_t* d : ec::descriptors(&r)) sys::close_reset(d);
+      if (verdict != ec::kVerdictRelay) sys::close_reset(&tcp);
+      kind = verdict;
+    } else {
+      if (count > 0) tcp = fds[0];
+      for (size_t i = 1; i < count; ++i) sys::close(fds[i]);
+      count = 0;
+    }
+    sys::close(s);
+    if ((kind != ec::kReplyTcp && kind != ec::kVerdictRelay) || tcp < 0 || !is_tcp(tcp)) {
+      // Not a connection the owner knows (any more: another program took it).
+      SMCR_LOG(1, "exec: pid %d has no connection for an inherited socket: it reads end-of-file here",
+               static_cast<int>(owner));
+      sys::close_reset(&tcp);
+      end_of_file_at(numbers);
+      return;
+    }
+    // A relay the handover started after our claim: its stream follows its
+    // marker (what comes before it is readiness bytes).
+    if (kind == ec::kVerdictRelay && handoff::drain_to_marker(numbers[0], {}, 3000, handoff::kRelayMarker) < 0) {
+      SMCR_LOG(0, "exec: an inherited SMC-R connection's relay did not start: it reads end-of-file here");
+      sys::close(tcp);
+      end_of_file_at(numbers);
+      return;
+    }
+    int hidden = sys::dup_hidden(tcp);
+    sys::close(tcp);
+    if (hidden < 0) return;
+    for (int n : numbers) adopt_pair(n, hidden);
+    SMCR_LOG(1, "exec: an inherited SMC-R connection is relayed by pid %d", static_cast<int>(owner));
+    return;
+  }
 }
 }  // namespace
 
-void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs) {
+void take_from_environment() {
+  const char* v = ::getenv(smcr::exec_carry::kTakeVariable);
+  if (!v) return;
+  std::string value = v;
+  ::unsetenv(smcr::exec_carry::kTakeVariable);
+  char* end = nullptr;
+  long owner = std::strtol(value.c_str(), &end, 10);
+  if (owner <= 0 || !end || *end != ':') return;
+  std::vector<uint64_t> inodes;
+  for (const char* p = end + 1; *p;) {
+    uint64_t ino = std::strtoull(p, &end, 10);
+    if (end == p) break;
+    inodes.push_back(ino);
+    p = *end == ',' ? end + 1 : end;
+  }
+  // The numbers they have here (the spawn may have moved them: dup2 onto 0).
+  std::vector<std::vector<int>> numbers(inodes.size());
+  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) return;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      long fd = std::strtol(d->d_name, &end, 10);
+      if (end == d->d_name || *end || fd == dir) continue;
+      struct stat st {};
+      if (sys::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+      if (fd_table().kind(static_cast<int>(fd)) == kFdExecInherited) continue;  // adopted (SMCR_EXEC_TCP)
+      for (size_t i = 0; i < inodes.size(); ++i)
+        if (inodes[i] == st.st_ino) numbers[i].push_back(static_cast<int>(fd));
+    }
+  }
+  ::syscall(SYS_close, dir);
+  // The owner closes its copy just after starting us (posix_spawn returns
+  // once we exec'd; CPython's Popen too): it has, as a rule, before we ask.
+  // One that keeps it (a descriptor leaked into us, or a CGI-style server
+  // that writes after us) costs us this much once, for all of them.
+  constexpr int kHeldWaitMs = 50;
+  int64_t relay_after = sys::now_ms() + kHeldWaitMs;
+  for (size_t i = 0; i < inodes.size(); ++i)
+    if (!numbers[i].empty()) take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after);
+}
+
+namespace {
+// On the parent's engine thread: the connections whose application socket
+// has one of `inodes`, with all their numbers, are marked for the new
+// program to take (their inodes into *taken) or relayed.
+void relay_sockets(const std::vector<uint64_t>& inodes, bool program_takes, std::vector<uint64_t>* taken) {
+  // Not a forked child's copy: claiming it would hold the engine thread.
+  auto conns = connections_where([&inodes](int fd, Connection* c) {
+    return !c->foreign() && std::find(inodes.begin(), inodes.end(), inode_of(fd)) != inodes.end();
+  });
+  // The child asks for the relayed ones' TCP sockets next (relay_for_vfork_exec).
+  pass_or_relay(conns, program_takes, taken, "a program exec'd by a vfork child inherits it", true);
+}
+}  // namespace
+
+void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs, bool program_takes, std::string* take_variable) {
   bool any = false;
   fd_table().for_each_conn([&](int) { any = true; });
   if (!any) return;
@@ -334,15 +611,20 @@ void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs) {
   }
   ::syscall(SYS_close, dir);
   if (inodes.empty()) return;
-  if (!Engine::run_on_engine_thread([inodes] { relay_sockets(inodes); }, 3000)) {
+  auto taken = std::make_shared<std::vector<uint64_t>>();
+  if (!Engine::run_on_engine_thread([inodes, program_takes, taken] { relay_sockets(inodes, program_takes, taken.get()); },
+                                    3000)) {
     SMCR_LOG(0, "exec in a vfork child: the parent's engine did not relay its connections in time");
     return;
   }
-  // Their TCP sockets, from the parent's engine, for the new program to
-  // answer getpeername with (named in its environment, as an exec's are).
   pid_t parent = static_cast<pid_t>(::syscall(SYS_getppid));
+  if (!taken->empty()) *take_variable = take_variable_for(parent, *taken);
+  // The relayed ones' TCP sockets, from the parent's engine, for the new
+  // program to answer getpeername with (named in its environment, as an
+  // exec's are).
   for (size_t i = 0; i < inodes.size(); ++i)
-    if (int tcp = ask_tcp_socket(parent, inodes[i]); tcp >= 0) pairs->emplace_back(numbers[i], tcp);
+    if (std::find(taken->begin(), taken->end(), inodes[i]) != taken->end()) continue;
+    else if (int tcp = ask_tcp_socket(parent, inodes[i]); tcp >= 0) pairs->emplace_back(numbers[i], tcp);
 }
 
 void adopt_pair(int fd, int tcp) {
@@ -410,15 +692,17 @@ char* const* environment_for_exec(char* const envp[], const std::vector<std::pai
     }
     if (!named_any) storage->variable.clear();
   }
-  if (storage->variable.empty() && storage->carry_variable.empty()) return envp;
+  if (storage->variable.empty() && storage->carry_variable.empty() && storage->take_variable.empty()) return envp;
   auto named = [](const char* e, const char* name) {
     size_t len = std::strlen(name);
     return std::strncmp(e, name, len) == 0 && e[len] == '=';
   };
   for (char* const* e = envp; e && *e; ++e)
-    if (!named(*e, kVariable) && !named(*e, smcr::exec_carry::kVariable)) storage->envp.push_back(*e);
+    if (!named(*e, kVariable) && !named(*e, smcr::exec_carry::kVariable) && !named(*e, smcr::exec_carry::kTakeVariable))
+      storage->envp.push_back(*e);
   if (!storage->variable.empty()) storage->envp.push_back(storage->variable.data());
   if (!storage->carry_variable.empty()) storage->envp.push_back(storage->carry_variable.data());
+  if (!storage->take_variable.empty()) storage->envp.push_back(storage->take_variable.data());
   storage->envp.push_back(nullptr);
   return storage->envp.data();
 }

@@ -9,6 +9,9 @@
 // program's shim adopts them when it loads.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <functional>
 #include <cstddef>
 #include <string>
@@ -46,10 +49,19 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds);
 // Before a program starts from this process in a way the shim never sees
 // fork (posix_spawn, system(), popen(): glibc's own clone and exec): the
 // connections of this process it would inherit (a number without
-// FD_CLOEXEC; a forked child's copy is claimed from its owner first) are
-// relayed (relay_numbers), so that it reads and writes the peer's bytes, as
-// it would a TCP socket's. Returns how many were relayed.
-int relay_for_spawn();
+// FD_CLOEXEC; a forked child's copy is claimed from its owner first). If
+// the program loads the shim (`program_takes`) each that can be is left
+// for it to take over (core/exec_carry.h: it asks for it as it starts, and
+// gets it once this process has closed its own numbers), named in
+// *take_variable; the others are relayed (relay_numbers), so that it reads
+// and writes the peer's bytes, as it would a TCP socket's. Returns how many.
+int relay_for_spawn(bool program_takes, std::string* take_variable);
+// SMCR_EXEC_TAKE=<owner>:<inode>,...
+std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes);
+// At load, before main(): takes over the connections SMCR_EXEC_TAKE names
+// (each inherited descriptor whose socket has one of the inodes), asking
+// the process that owns them; removes the variable.
+void take_from_environment();
 
 // Before descriptors leave for another process over SCM_RIGHTS (a server
 // handing accepted connections to its workers: Node's cluster, CPython's
@@ -65,11 +77,13 @@ void adopt_received(int via, int fd);
 // In a vfork() child about to exec (CPython's subprocess): it shares this
 // process's memory but not its descriptors or threads, and the connections
 // it keeps (its descriptors without FD_CLOEXEC that are one of theirs, by
-// socket inode) are relayed by the parent's engine thread, as
-// relay_for_spawn would. Appends (number, TCP socket) for each to `pairs`:
-// the TCP sockets, received from the parent's engine, are the child's, for
-// the new program's environment (environment_for_exec).
-void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs);
+// socket inode) are handled by the parent's engine thread as
+// relay_for_spawn would (left for the program to take, named in
+// *take_variable with the parent as their owner, or relayed). Appends
+// (number, TCP socket) for each relayed one to `pairs`: the TCP sockets,
+// received from the parent's engine, are the child's, for the new
+// program's environment (environment_for_exec).
+void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs, bool program_takes, std::string* take_variable);
 
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);
@@ -93,6 +107,8 @@ struct ExecEnvironment {
   bool engine_paused = false;
   int carry_memfd = -1;
   std::string carry_variable;
+  // SMCR_EXEC_TAKE=... for the new program (empty: none).
+  std::string take_variable;
 };
 char* const* environment_for_exec(char* const envp[], const std::vector<std::pair<int, int>>& pairs,
                                   ExecEnvironment* storage);

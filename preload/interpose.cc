@@ -145,6 +145,7 @@ __attribute__((constructor(101))) void resolve_all() {
   smcr::snapshot_env();  // before the program can clear its environment
   smcr::preload::exec_inherit::adopt_from_environment();
   smcr::preload::exec_carry::adopt_from_environment();
+  smcr::preload::exec_inherit::take_from_environment();
   // A policy that does not parse: refuse to run rather than guess (smc_run
   // checks this before starting the program).
   std::string policy_error;
@@ -1322,7 +1323,17 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
   bool may_carry = smcr::preload::exec_carry::enabled() && !vfork_child;
   // What a vfork child keeps, its parent relays (it cannot: its threads end
   // with the exec).
-  if (vfork_child) smcr::preload::exec_inherit::relay_for_vfork_exec(&handed_over);
+  if (vfork_child) {
+    bool any = false;
+    fd_table().for_each_conn([&](int) { any = true; });
+    using smcr::preload::exec_carry::NewProgram;
+    NewProgram program =
+        any ? smcr::preload::exec_carry::new_program(file, search_path, fd_of_program, envp) : NewProgram::kMissing;
+    // An exec that will fail (CPython tries each directory of PATH) changes nothing.
+    if (program != NewProgram::kMissing)
+      smcr::preload::exec_inherit::relay_for_vfork_exec(
+          &handed_over, program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env->take_variable);
+  }
   using smcr::preload::exec_carry::NewProgram;
   std::optional<NewProgram> program;  // asked once there is a connection
   std::vector<std::pair<int, Connection*>> carry;  // referenced
@@ -1430,13 +1441,22 @@ namespace {
 // `swap_environ` (system, popen: they take `environ`) the process' environment
 // is the new one while it starts, only when there is something to name.
 template <typename Spawn>
-auto spawn_inheriting(char* const envp[], bool swap_environ, Spawn spawn) {
+auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bool swap_environ, Spawn spawn) {
   smcr::preload::exec_carry::before_fork();
   smcr::preload::settle_all_accepting();
-  smcr::preload::exec_inherit::relay_for_spawn();
+  bool any = false;
+  fd_table().for_each_conn([&](int) { any = true; });
+  smcr::preload::exec_inherit::ExecEnvironment env;
+  if (any) {
+    using smcr::preload::exec_carry::NewProgram;
+    NewProgram program = smcr::preload::exec_carry::new_program(file, search_path, -1, envp);
+    // A spawn that will fail changes nothing.
+    if (program != NewProgram::kMissing)
+      smcr::preload::exec_inherit::relay_for_spawn(
+          program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env.take_variable);
+  }
   std::vector<std::pair<int, int>> pairs;  // these and earlier ones, as an exec names them
   smcr::preload::exec_inherit::surviving(&pairs);
-  smcr::preload::exec_inherit::ExecEnvironment env;
   char* const* spawn_envp = smcr::preload::exec_inherit::environment_for_exec(envp, pairs, &env);
   char** saved = environ;
   bool swapped = swap_environ && spawn_envp != envp;
@@ -1455,26 +1475,26 @@ extern "C" {
 int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawn);
-  return spawn_inheriting(envp, false,
+  return spawn_inheriting(path, false, envp, false,
                           [&](char* const* e) { return real_posix_spawn(pid, path, actions, attr, argv, e); });
 }
 
 int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawnp);
-  return spawn_inheriting(envp, false,
+  return spawn_inheriting(file, true, envp, false,
                           [&](char* const* e) { return real_posix_spawnp(pid, file, actions, attr, argv, e); });
 }
 
 int system(const char* command) {
   REAL(system);
   if (!command) return real_system(command);  // "is there a shell?"
-  return spawn_inheriting(environ, true, [&](char* const*) { return real_system(command); });
+  return spawn_inheriting("/bin/sh", false, environ, true, [&](char* const*) { return real_system(command); });
 }
 
 FILE* popen(const char* command, const char* type) {
   REAL(popen);
-  return spawn_inheriting(environ, true, [&](char* const*) { return real_popen(command, type); });
+  return spawn_inheriting("/bin/sh", false, environ, true, [&](char* const*) { return real_popen(command, type); });
 }
 
 // glibc's execv/execvp/execl* reach execve through internal aliases, past

@@ -7,6 +7,9 @@ server writes its own line and closes.
   spawn_case.py server KIND PORT    serve one client
   spawn_case.py client PORT         prints ok=1 when both lines are right
   spawn_case.py worker FD           scm_rights' worker (FD: its Unix socket)
+  spawn_case.py server handoff_spawn|handoff_subprocess PORT
+                                    start the program, close, exit at once
+  spawn_case.py client_stream PORT MIB KIND   stream MIB MiB through it, check all
 
 KIND: system | posix_spawn | subprocess | subprocess_stdio | popen | scm_rights
 scm_rights: the worker, started before the connection exists (its own
@@ -36,6 +39,80 @@ def peer_prog(fd):
             "    got += b\n"
             "s.sendall(b'child:' + got + b' ' + str(s.getpeername()[1]).encode() + b'\\n')\n"
             "s.detach()\n" % fd)
+
+
+def echo_prog(fd):
+    """A program that writes the peer port getpeername() gives it on
+    descriptor `fd` as a line, then echoes what it reads until end-of-file."""
+    return ("import socket\n"
+            "s = socket.socket(fileno=%d)\n"
+            "s.sendall(str(s.getpeername()[1]).encode() + b'\\n')\n"
+            "while True:\n"
+            "    b = s.recv(1 << 16)\n"
+            "    if not b: break\n"
+            "    s.sendall(b)\n"
+            "s.close()\n" % fd)
+
+
+def handoff(kind, port):
+    """Accepts one client, starts a program that serves it alone (posix_spawn
+    of an echo program, or subprocess with the connection as cat's stdin and
+    stdout), closes its own copy and exits at once: the program keeps the
+    connection as a TCP socket's file would live on in it."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(4)
+    conn, _ = listener.accept()
+    fd = conn.fileno()
+    if kind == "handoff_spawn":
+        os.set_inheritable(fd, True)
+        os.posix_spawn(sys.executable, [sys.executable, "-c", echo_prog(fd)], os.environ)
+    else:
+        subprocess.Popen(["cat"], stdin=conn, stdout=conn)
+    conn.close()
+    print("server: handed over, exiting", flush=True)
+    sys.exit(0)
+
+
+def client_stream(port, megabytes, port_line):
+    """Streams `megabytes` MiB through the program and checks every byte came
+    back, and the port line first if `port_line`."""
+    import hashlib
+    import threading
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(60)
+    f = s.makefile("rb")
+    line = f.readline().rstrip(b"\n") if port_line else str(s.getsockname()[1]).encode()
+    total = megabytes << 20
+    sent = hashlib.sha256()
+
+    def write():
+        block = bytes(range(256)) * 256
+        left = total
+        i = 0
+        while left > 0:
+            chunk = bytes([i & 0xFF]) + block[1:min(len(block), left)]
+            sent.update(chunk)
+            s.sendall(chunk)
+            left -= len(chunk)
+            i += 1
+        s.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=write)
+    t.start()
+    got = hashlib.sha256()
+    n = 0
+    while True:
+        b = f.read1(1 << 16)
+        if not b:
+            break
+        got.update(b)
+        n += len(b)
+    t.join()
+    ok = n == total and got.digest() == sent.digest() and line == str(s.getsockname()[1]).encode()
+    print("client: %d of %d bytes back, port line %r, ok=%d" % (n, total, line, ok))
+    sys.exit(0 if ok else 1)
 
 
 def worker(fd):
@@ -113,8 +190,12 @@ def client(port):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "server":
+    if sys.argv[1] == "server" and sys.argv[2].startswith("handoff_"):
+        handoff(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "server":
         serve(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "client_stream":
+        client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "handoff_spawn")
     elif sys.argv[1] == "worker":
         worker(int(sys.argv[2]))
     else:

@@ -10,7 +10,9 @@
 # smc_run: the same lines, the connection SMC-R (relayed once the program
 # inherits it), no fallback; posix_spawn's and subprocess' programs and the
 # SCM_RIGHTS worker see the client's port in getpeername; the server's own
-# stdin stays its own after the vfork child's dup2 onto 0.
+# stdin stays its own after the vfork child's dup2 onto 0. (These servers
+# keep their copy and write after the program: relayed, once the program
+# has waited a while for the server to let go.)
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 CASE="$SMCR_SOURCE_DIR/tests/integration/spawn_case.py"
@@ -43,5 +45,36 @@ for kind in system posix_spawn subprocess subprocess_stdio popen scm_rights; do
   check "SMC-R, $kind: the connection was SMC-R on both ends, no fallback" \
     [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum fallback_total)" = 0 ]
   check "SMC-R, $kind: relayed for the program (handovers=$(stat_sum handovers))" [ "$(stat_sum handovers)" -ge 1 ]
+done
+# A program that takes the connection over itself (it loads the shim): the
+# server starts it (posix_spawn of an echo program; subprocess with the
+# connection as cat's stdin and stdout, a vfork child's exec), closes its own
+# copy and exits at once, while the client streams 16 MiB through the
+# program. Over SMC-R the program owns the connection (its own link, no
+# relay through the server, which is gone): every byte back, in order.
+run_handoff() {
+  local wrap=under_smc port
+  [ "$1" = plain ] && wrap=env
+  port=$(free_port)
+  reset_stats
+  $wrap timeout 60 python3 "$CASE" server "$2" "$port" </dev/null >"$TEST_TMP/server.out" 2>&1 &
+  local spid=$!
+  wait_port "$port" || log "server did not start"
+  COUT=$($wrap timeout 60 python3 "$CASE" client_stream "$port" 16 "$2" 2>&1)
+  CRC=$?
+  wait "$spid"
+  SRC=$?
+  log "$1 $2: client rc=$CRC, server rc=$SRC"
+  sed 's/^/  /' <<<"$COUT"$'\n'"$(cat "$TEST_TMP/server.out")"
+}
+for kind in handoff_spawn handoff_subprocess; do
+  run_handoff plain "$kind"
+  check "plain TCP, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
+  run_handoff smc "$kind"
+  check "SMC-R, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
+  check "SMC-R, $kind: SMC-R on both ends, no fallback" \
+    [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum fallback_total)" = 0 ]
+  check "SMC-R, $kind: passed to the program (exec_carried=$(stat_sum exec_carried), exec_adopted=$(stat_sum exec_adopted), rehomed_peer=$(stat_sum rehomed_peer)), never relayed (handovers=$(stat_sum handovers))" \
+    [ "$(stat_sum exec_carried)" = 1 -a "$(stat_sum exec_adopted)" = 1 -a "$(stat_sum rehomed_peer)" = 1 -a "$(stat_sum handovers)" = 0 ]
 done
 finish

@@ -121,4 +121,40 @@ TEST(Engine, DiagnosticsSocketAnswersReportsAndTcpRequests) {
   close(pair[1]);
 }
 
+// "take"/"relay" requests (a spawned program asking for its connection,
+// core/exec_carry.h) reach the take handler with the inode and the kind,
+// and it answers on the request's own socket.
+uint64_t g_take_ino = 0;
+bool g_take_relay = false;
+void take_handler(uint64_t ino, int fd, bool relay) {
+  g_take_ino = ino;
+  g_take_relay = relay;
+  char b = relay ? 't' : 'w';
+  smcr::sys::send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+char ask(const std::string& req) {
+  int s = connect_diag();
+  if (s < 0) return 0;
+  char byte = 0;
+  if (write(s, req.data(), req.size()) != static_cast<ssize_t>(req.size()) || read(s, &byte, 1) != 1) byte = 0;
+  close(s);
+  return byte;
+}
+
+TEST(Engine, TakeAndRelayRequestsReachTheTakeHandler) {
+  Engine::get();
+  // No handler yet (no connection was ever handed to a program): refused.
+  Engine::set_take_handler(nullptr);
+  EXPECT_EQ(ask("take 77\n"), '-');
+  Engine::set_take_handler(&take_handler);
+  EXPECT_EQ(ask("take 12345\n"), 'w');
+  EXPECT_EQ(g_take_ino, 12345u);
+  EXPECT_FALSE(g_take_relay);
+  EXPECT_EQ(ask("relay 678\n"), 't');
+  EXPECT_EQ(g_take_ino, 678u);
+  EXPECT_TRUE(g_take_relay);
+  Engine::set_take_handler(nullptr);
+}
+
 }  // namespace
