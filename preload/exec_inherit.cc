@@ -30,6 +30,7 @@
 #include "core/sys.h"
 #include "preload/exec_carry.h"
 #include "preload/fd_table.h"
+#include "preload/unix_peer.h"
 
 namespace smcr::preload::exec_inherit {
 namespace {
@@ -174,6 +175,14 @@ std::vector<std::pair<Connection*, std::vector<int>>> connections_where(
 }
 
 namespace {
+// A connection's owner closes its copy just after starting the program that
+// takes it (posix_spawn returns once it exec'd; CPython's Popen too) or
+// sending it (Node's cluster): it has, as a rule, before the program asks.
+// One that keeps it (a descriptor leaked into a program, or a CGI-style
+// server that writes after it) costs the program this much once (for all
+// its connections), then relays it.
+constexpr int kHeldWaitMs = 50;
+
 // Connections relayed for another process over SCM_RIGHTS or to a spawned
 // program: the inode of the stream it holds and a duplicate of their TCP
 // socket, for its shim to ask for (Engine::set_tcp_lookup, adopt_received).
@@ -350,9 +359,15 @@ std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes) 
 }
 
 
-int relay_passed(const int* fds, size_t n) {
+int relay_passed(const int* fds, size_t n, int via) {
   auto conns = connections_where([fds, n](int fd, Connection*) { return std::find(fds, fds + n, fd) != fds + n; });
-  return relay_for_other_process(conns, "sent to another process (SCM_RIGHTS)", true);
+  if (conns.empty()) return 0;
+  // A child of ours with the shim at the other end asks for them as it
+  // receives them (adopt_received): they are left for it to take over.
+  bool receiver_takes = smcr::preload::exec_carry::enabled() && unix_peer::shim_child_at_other_end(via) > 0;
+  std::vector<uint64_t> taken;
+  pass_or_relay(conns, receiver_takes, &taken, "sent to another process (SCM_RIGHTS)", true);
+  return static_cast<int>(taken.size());
 }
 
 namespace {
@@ -381,6 +396,10 @@ int ask_tcp_socket(pid_t pid, uint64_t ino) {
 }
 }  // namespace
 
+namespace {
+void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named);
+}  // namespace
+
 void adopt_received(int via, int fd) {
   if (!is_stream_unix(fd)) return;
   ucred cred{};
@@ -388,25 +407,26 @@ void adopt_received(int via, int fd) {
   struct stat st {};
   if (sys::getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0 || sys::fstat(fd, &st) != 0)
     return;
-  int tcp = -1;
   if (cred.pid == static_cast<pid_t>(::syscall(SYS_getpid))) {
-    tcp = tcp_for_passed(st.st_ino);
-  } else if ((tcp = ask_tcp_socket(cred.pid, st.st_ino)) >= 0) {
-    int hidden = sys::dup_hidden(tcp);
-    sys::close(tcp);
-    tcp = hidden;
+    int tcp = tcp_for_passed(st.st_ino);
+    if (tcp < 0) return;
+    adopt_pair(fd, tcp);
+    SMCR_LOG(1, "fd %d: a relayed SMC-R connection received from this process; its TCP socket answers for it", fd);
+    return;
   }
-  if (tcp < 0) return;
-  adopt_pair(fd, tcp);
-  SMCR_LOG(1, "fd %d: a relayed SMC-R connection received from pid %d; its TCP socket answers for it", fd,
-           static_cast<int>(cred.pid));
+  // The sender (the process that made the socket pair: Node's and CPython's
+  // servers make the pair their workers receive on) takes or relays it.
+  take_one(cred.pid, st.st_ino, {fd}, sys::now_ms() + kHeldWaitMs, false);
 }
 
 namespace {
 // An inherited readiness socket whose connection cannot be had: its bytes
 // are not the peer's, so the program's numbers read end-of-file instead
-// (as an exec's descriptors that were not handed over).
-void end_of_file_at(const std::vector<int>& numbers) {
+// (as an exec's descriptors that were not handed over). Only for sockets
+// the owner named as its connections' (`named`); another stream received
+// over SCM_RIGHTS may be any socket, and stays as it is.
+void end_of_file_at(const std::vector<int>& numbers, bool named) {
+  if (!named) return;
   int sv[2];
   if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
   for (int n : numbers) {
@@ -420,8 +440,10 @@ void end_of_file_at(const std::vector<int>& numbers) {
 // Asks `owner` for the connection of the inherited stream `ino`, held here
 // at `numbers` (core/exec_carry.h), until it is ours, relayed, or not to be
 // had. An owner that still holds it is asked again until `relay_after`,
-// then told to relay it.
-void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after) {
+// then told to relay it. `named`: the owner said the socket is one of its
+// connections' (SMCR_EXEC_TAKE); else it is any stream received over
+// SCM_RIGHTS, left as it is unless the owner knows it.
+void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named) {
   namespace ec = smcr::exec_carry;
   for (int round = 0;; ++round) {
     bool relay = sys::now_ms() > relay_after;
@@ -442,11 +464,12 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
     if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) != 0 ||
         sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) != rl || sys::poll(&p, 1, 3000) <= 0 ||
         sys::recv_with_fds(s, &kind, 1, fds, sys::kMaxPassedFds, &count, MSG_DONTWAIT) != 1) {
-      SMCR_LOG(0, "exec: the process that started this program (pid %d) did not answer for an inherited SMC-R "
-               "connection: it reads end-of-file here", static_cast<int>(owner));
+      if (named)
+        SMCR_LOG(0, "exec: the process that started this program (pid %d) did not answer for an inherited SMC-R "
+                 "connection: it reads end-of-file here", static_cast<int>(owner));
       sys::close(s);
       close_fds();
-      end_of_file_at(numbers);
+      end_of_file_at(numbers, named);
       return;
     }
     if (kind == ec::kReplyWait) {
@@ -465,7 +488,7 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
       if (!whole) {
         SMCR_LOG(0, "exec: an inherited SMC-R connection's record did not arrive whole: it reads end-of-file here");
         sys::close(s);
-        end_of_file_at(numbers);
+        end_of_file_at(numbers, named);
         return;
       }
       char verdict = 0;
@@ -498,10 +521,11 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
     sys::close(s);
     if ((kind != ec::kReplyTcp && kind != ec::kVerdictRelay) || tcp < 0 || !is_tcp(tcp)) {
       // Not a connection the owner knows (any more: another program took it).
-      SMCR_LOG(1, "exec: pid %d has no connection for an inherited socket: it reads end-of-file here",
-               static_cast<int>(owner));
+      if (named)
+        SMCR_LOG(1, "exec: pid %d has no connection for an inherited socket: it reads end-of-file here",
+                 static_cast<int>(owner));
       sys::close_reset(&tcp);
-      end_of_file_at(numbers);
+      end_of_file_at(numbers, named);
       return;
     }
     // A relay the handover started after our claim: its stream follows its
@@ -509,7 +533,7 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
     if (kind == ec::kVerdictRelay && handoff::drain_to_marker(numbers[0], {}, 3000, handoff::kRelayMarker) < 0) {
       SMCR_LOG(0, "exec: an inherited SMC-R connection's relay did not start: it reads end-of-file here");
       sys::close(tcp);
-      end_of_file_at(numbers);
+      end_of_file_at(numbers, named);
       return;
     }
     int hidden = sys::dup_hidden(tcp);
@@ -558,14 +582,9 @@ void take_from_environment() {
     }
   }
   ::syscall(SYS_close, dir);
-  // The owner closes its copy just after starting us (posix_spawn returns
-  // once we exec'd; CPython's Popen too): it has, as a rule, before we ask.
-  // One that keeps it (a descriptor leaked into us, or a CGI-style server
-  // that writes after us) costs us this much once, for all of them.
-  constexpr int kHeldWaitMs = 50;
   int64_t relay_after = sys::now_ms() + kHeldWaitMs;
   for (size_t i = 0; i < inodes.size(); ++i)
-    if (!numbers[i].empty()) take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after);
+    if (!numbers[i].empty()) take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after, true);
 }
 
 namespace {

@@ -65,13 +65,18 @@ void take_from_environment();
 
 // Before descriptors leave for another process over SCM_RIGHTS (a server
 // handing accepted connections to its workers: Node's cluster, CPython's
-// multiprocessing): the connections among `fds` are relayed the same way,
-// so that the receiver reads and writes the peer's bytes. The relay is this
+// multiprocessing) on the socket `via`: if the process at its other end is
+// a child of ours with the shim, the connections among `fds` that can be
+// are left for it to take over as it receives them (core/exec_carry.h,
+// "take"); the others are relayed the same way as a spawned program's, so
+// that the receiver reads and writes the peer's bytes. A relay is this
 // process's: the receiver's stream ends if this process exits first.
-int relay_passed(const int* fds, size_t n);
-// `fd` arrived over SCM_RIGHTS on `via`: if it is a stream the sending
-// process relays (relay_passed), that process's engine gives its TCP socket,
-// which answers for it here from then on (adopt_pair).
+// Returns how many were left to take over.
+int relay_passed(const int* fds, size_t n, int via);
+// `fd` arrived over SCM_RIGHTS on `via`: if the sending process takes it
+// (relay_passed) the connection becomes this process's; if it relays it,
+// its engine gives its TCP socket, which answers for it here from then on
+// (adopt_pair).
 void adopt_received(int via, int fd);
 
 // In a vfork() child about to exec (CPython's subprocess): it shares this

@@ -459,9 +459,10 @@ void close_smc_fd(int fd, Connection* c, int (*real_close)(int)) {
 
 // Descriptors sent to another process (SCM_RIGHTS) may be waited on there,
 // past this process's epoll interposition; an SMC-R connection among them
-// is relayed first (the receiver gets its readiness socket, a plain stream
-// from then on: preload/exec_inherit.h, relay_passed).
-void fds_passed(const struct msghdr* m) {
+// is left for the receiver to take over (a child of ours with the shim) or
+// relayed first (the receiver gets its readiness socket, a plain stream
+// from then on): preload/exec_inherit.h, relay_passed.
+void fds_passed(int via, const struct msghdr* m) {
   for (cmsghdr* h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(const_cast<msghdr*>(m), h)) {
     if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
     size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -478,7 +479,7 @@ void fds_passed(const struct msghdr* m) {
       }
       if (fd_table().has_conn(fd) && smc < std::size(passed)) passed[smc++] = fd;
     }
-    if (smc > 0) smcr::preload::exec_inherit::relay_passed(passed, smc);
+    if (smc > 0) smcr::preload::exec_inherit::relay_passed(passed, smc, via);
   }
 }
 
@@ -875,7 +876,7 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
 
 ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   REAL(sendmsg);
-  if (m && m->msg_controllen) fds_passed(m);
+  if (m && m->msg_controllen) fds_passed(fd, m);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
   if (!c) return real_sendmsg(fd, m, flags);
@@ -1263,7 +1264,12 @@ int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
   REAL(recvmmsg);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
-  if (!c) return real_recvmmsg(fd, msgs, vlen, flags, timeout);
+  if (!c) {
+    int r = real_recvmmsg(fd, msgs, vlen, flags, timeout);
+    for (int i = 0; i < r; ++i)
+      if (msgs[i].msg_hdr.msg_controllen) fds_received(fd, &msgs[i].msg_hdr);
+    return r;
+  }
   // A stream socket fills one message after the other, as the kernel does
   // for TCP (the timeout is checked only between messages there too).
   unsigned int got = 0;
@@ -1283,7 +1289,7 @@ int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags, struct 
 int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   REAL(sendmmsg);
   for (unsigned int i = 0; msgs && i < vlen; ++i)
-    if (msgs[i].msg_hdr.msg_controllen) fds_passed(&msgs[i].msg_hdr);
+    if (msgs[i].msg_hdr.msg_controllen) fds_passed(fd, &msgs[i].msg_hdr);
   ConnRef c(fd, flags);
   if (c.refuse()) return -1;
   if (!c) return real_sendmmsg(fd, msgs, vlen, flags);

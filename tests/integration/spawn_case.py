@@ -7,8 +7,9 @@ server writes its own line and closes.
   spawn_case.py server KIND PORT    serve one client
   spawn_case.py client PORT         prints ok=1 when both lines are right
   spawn_case.py worker FD           scm_rights' worker (FD: its Unix socket)
-  spawn_case.py server handoff_spawn|handoff_subprocess PORT
-                                    start the program, close, exit at once
+  spawn_case.py server handoff_spawn|handoff_subprocess|handoff_scm PORT
+                                    start the program (or send the connection
+                                    to a worker), close, exit at once
   spawn_case.py client_stream PORT MIB KIND   stream MIB MiB through it, check all
 
 KIND: system | posix_spawn | subprocess | subprocess_stdio | popen | scm_rights
@@ -54,18 +55,33 @@ def echo_prog(fd):
             "s.close()\n" % fd)
 
 
+def echo_worker(fd):
+    """handoff_scm's worker: receives one connection over its Unix socket
+    and serves it as echo_prog does."""
+    unix = socket.socket(fileno=fd)
+    _, fds, _, _ = socket.recv_fds(unix, 1, 1)
+    unix.close()
+    exec(echo_prog(fds[0]))
+
+
 def handoff(kind, port):
     """Accepts one client, starts a program that serves it alone (posix_spawn
     of an echo program, or subprocess with the connection as cat's stdin and
     stdout), closes its own copy and exits at once: the program keeps the
     connection as a TCP socket's file would live on in it."""
+    if kind == "handoff_scm":
+        ours, theirs = socket.socketpair()
+        subprocess.Popen([sys.executable, __file__, "echo_worker", str(theirs.fileno())], pass_fds=[theirs.fileno()])
+        theirs.close()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(4)
     conn, _ = listener.accept()
     fd = conn.fileno()
-    if kind == "handoff_spawn":
+    if kind == "handoff_scm":
+        socket.send_fds(ours, [b"c"], [fd])
+    elif kind == "handoff_spawn":
         os.set_inheritable(fd, True)
         os.posix_spawn(sys.executable, [sys.executable, "-c", echo_prog(fd)], os.environ)
     else:
@@ -195,7 +211,9 @@ if __name__ == "__main__":
     elif sys.argv[1] == "server":
         serve(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "client_stream":
-        client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "handoff_spawn")
+        client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] != "handoff_subprocess")
+    elif sys.argv[1] == "echo_worker":
+        echo_worker(int(sys.argv[2]))
     elif sys.argv[1] == "worker":
         worker(int(sys.argv[2]))
     else:

@@ -48,10 +48,12 @@ for kind in system posix_spawn subprocess subprocess_stdio popen scm_rights; do
 done
 # A program that takes the connection over itself (it loads the shim): the
 # server starts it (posix_spawn of an echo program; subprocess with the
-# connection as cat's stdin and stdout, a vfork child's exec), closes its own
-# copy and exits at once, while the client streams 16 MiB through the
-# program. Over SMC-R the program owns the connection (its own link, no
-# relay through the server, which is gone): every byte back, in order.
+# connection as cat's stdin and stdout, a vfork child's exec) or sends the
+# connection to its worker over SCM_RIGHTS (a child it started before the
+# connection existed), closes its own copy and exits at once, while the
+# client streams 16 MiB through the program. Over SMC-R the program owns
+# the connection (its own link, no relay through the server, which is
+# gone): every byte back, in order.
 run_handoff() {
   local wrap=under_smc port
   [ "$1" = plain ] && wrap=env
@@ -67,7 +69,7 @@ run_handoff() {
   log "$1 $2: client rc=$CRC, server rc=$SRC"
   sed 's/^/  /' <<<"$COUT"$'\n'"$(cat "$TEST_TMP/server.out")"
 }
-for kind in handoff_spawn handoff_subprocess; do
+for kind in handoff_spawn handoff_subprocess handoff_scm; do
   run_handoff plain "$kind"
   check "plain TCP, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
   run_handoff smc "$kind"
