@@ -530,6 +530,25 @@ void Connection::load_snapshot(const HandoverSnapshot& s) {
   tcp_nodelay_.store(s.tcp_nodelay);
 }
 
+bool Connection::make_move_link(int* peer_end, int* holder_end) {
+  int sv[2];
+  if (sys::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  timeval tv{10, 0};
+  for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  *peer_end = sys::hide_fd(sv[0]);
+  *holder_end = sys::hide_fd(sv[1]);
+  return true;
+}
+
+bool Connection::ask_peer_to_move(int peer_end) {
+  handoff::Rehome ask;
+  ask.receiver_token = peer_token_;
+  ask.sender_token = local_token_;
+  bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
+  sys::close(peer_end);
+  return moved;
+}
+
 bool Connection::rehome_to_child() {
   std::unique_lock<Connection> lock(*this);
   auto refused = [this](const char* why) {
@@ -540,12 +559,8 @@ bool Connection::rehome_to_child() {
     return refused("not on the shared-memory fabric");
   if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0 || tcp_fd_ < 0)
     return refused("the connection has ended");
-  int sv[2];
-  if (sys::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return refused("no socket pair");
-  timeval tv{10, 0};
-  for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int peer_end = sys::hide_fd(sv[0]);
-  int holder_end = sys::hide_fd(sv[1]);
+  int peer_end, holder_end;
+  if (!make_move_link(&peer_end, &holder_end)) return refused("no socket pair");
   // The state is written down and the holder given its link end and the
   // peer's bell before the peer is asked: an owner killed from here on
   // leaves the holder all it needs (handed_over(), owner_gone()). Held
@@ -571,12 +586,8 @@ bool Connection::rehome_to_child() {
     return refused("the holder cannot be given the connection");
   }
   die_here_in_tests("before_ask");
-  handoff::Rehome ask;
-  ask.receiver_token = peer_token_;
-  ask.sender_token = local_token_;
   int64_t asked_ns = sys::now_ns();
-  bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
-  sys::close(peer_end);
+  bool moved = ask_peer_to_move(peer_end);
   if (!moved) {
     // The holder skips the marker (the relay sends its own).
     if (!group_->failed()) return refused("the peer did not move it");
@@ -663,12 +674,8 @@ bool Connection::pass_to_claimant() {
   if (rmb_memfd_ < 0 || peer_rmb_memfd_ < 0) return refused("its RMBs' memfds are closed");
   if (aborted_ || peer_lost_ || link_dead_ || released_ || reset_signalled_ || engine_end_ < 0 || tcp_fd_ < 0)
     return refused("the connection has ended");
-  int sv[2];
-  if (sys::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return refused("no socket pair");
-  timeval tv{10, 0};
-  for (int fd : sv) sys::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int peer_end = sys::hide_fd(sv[0]);
-  int holder_end = sys::hide_fd(sv[1]);
+  int peer_end, holder_end;
+  if (!make_move_link(&peer_end, &holder_end)) return refused("no socket pair");
   // As rehome_to_child: the claimant has everything before the peer is
   // asked, so that our death from here on leaves it what it needs.
   rehoming_.store(true);
@@ -711,12 +718,8 @@ bool Connection::pass_to_claimant() {
     return refused("the record could not be sent");
   }
   record_sent = true;
-  handoff::Rehome ask;
-  ask.receiver_token = peer_token_;
-  ask.sender_token = local_token_;
   int64_t asked_ns = sys::now_ns();
-  bool moved = group_->llc_exchange(handoff::encode_rehome(ask), peer_end, kRehomeAnswerMs);
-  sys::close(peer_end);
+  bool moved = ask_peer_to_move(peer_end);
   if (!moved) return refused(group_->failed() ? "the link failed" : "the peer did not move it");
   released_ = true;
   discard_inbox_locked();

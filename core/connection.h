@@ -463,6 +463,12 @@ class Connection {
   bool shared_beyond_process() const { return forks_at_create_ != handoff::forks_made() || passed_.load(); }
   // A handover moved it to another process: nothing of it is ours any more.
   void forget_moved_locked(std::unique_lock<Connection>& lock);
+  // The new link of a move to another process: the peer's end and the
+  // holder's (SEQPACKET, hidden). Then the peer is asked, over the old link,
+  // to move the connection to it (`peer_end` goes with the request and is
+  // closed here): true once it answered yes.
+  bool make_move_link(int* peer_end, int* holder_end);
+  bool ask_peer_to_move(int peer_end);
   bool linger_abort_ = false;
   std::mutex mu_;
   std::mutex inbox_mu_;

@@ -4,6 +4,7 @@
 // the interposer and libc's symbol, so engine I/O never recurses.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 namespace smcr::sys {
 
@@ -141,6 +143,42 @@ inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd_out, int fl
   ssize_t n = recv_with_fds(sock, buf, len, fd_out, 1, &count, flags);
   if (count == 0) *fd_out = -1;
   return n;
+}
+// Calls fn(name) for each entry of the directory at `path` but . and ..
+// (getdents64: no allocation, usable in a vfork child), until fn returns
+// false; `dir_fd` (if given) gets the directory's own descriptor number.
+template <typename Fn>
+bool for_each_dir_entry(const char* path, Fn fn, int* dir_fd = nullptr) {
+  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) return false;
+  if (dir_fd) *dir_fd = dir;
+  alignas(8) char buf[4096];
+  for (bool more = true; more;) {
+    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n && more;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      if (d->d_name[0] == '.') continue;
+      more = fn(static_cast<const char*>(d->d_name));
+    }
+  }
+  ::syscall(SYS_close, dir);
+  return true;
+}
+// Calls fn(fd) for each descriptor open in this process (/proc/self/fd).
+template <typename Fn>
+void for_each_open_fd(Fn fn) {
+  int dir = -1;
+  for_each_dir_entry(
+      "/proc/self/fd",
+      [&](const char* name) {
+        char* end = nullptr;
+        long fd = std::strtol(name, &end, 10);
+        if (end != name && !*end && fd != dir) fn(static_cast<int>(fd));
+        return true;
+      },
+      &dir);
 }
 inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
 inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }

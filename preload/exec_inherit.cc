@@ -563,25 +563,13 @@ void take_from_environment() {
   }
   // The numbers they have here (the spawn may have moved them: dup2 onto 0).
   std::vector<std::vector<int>> numbers(inodes.size());
-  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir < 0) return;
-  alignas(8) char buf[4096];
-  for (;;) {
-    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      long fd = std::strtol(d->d_name, &end, 10);
-      if (end == d->d_name || *end || fd == dir) continue;
-      struct stat st {};
-      if (sys::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-      if (fd_table().kind(static_cast<int>(fd)) == kFdExecInherited) continue;  // adopted (SMCR_EXEC_TCP)
-      for (size_t i = 0; i < inodes.size(); ++i)
-        if (inodes[i] == st.st_ino) numbers[i].push_back(static_cast<int>(fd));
-    }
-  }
-  ::syscall(SYS_close, dir);
+  sys::for_each_open_fd([&](int fd) {
+    struct stat st {};
+    if (sys::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+    if (fd_table().kind(fd) == kFdExecInherited) return;  // adopted (SMCR_EXEC_TCP)
+    for (size_t i = 0; i < inodes.size(); ++i)
+      if (inodes[i] == st.st_ino) numbers[i].push_back(fd);
+  });
   int64_t relay_after = sys::now_ms() + kHeldWaitMs;
   for (size_t i = 0; i < inodes.size(); ++i)
     if (!numbers[i].empty()) take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after, true);
@@ -608,27 +596,13 @@ void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs, bool program_
   // The child's descriptors, from /proc/self/fd (no allocation on the way).
   std::vector<uint64_t> inodes;
   std::vector<int> numbers;  // the child's, beside inodes
-  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir < 0) return;
-  alignas(8) char buf[4096];
-  for (;;) {
-    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      char* end = nullptr;
-      long fd = std::strtol(d->d_name, &end, 10);
-      if (end == d->d_name || *end || fd == dir) continue;
-      int fdflags = sys::fcntl(static_cast<int>(fd), F_GETFD);
-      struct stat st {};
-      if (fdflags < 0 || (fdflags & FD_CLOEXEC) || sys::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
-        continue;
-      inodes.push_back(st.st_ino);
-      numbers.push_back(static_cast<int>(fd));
-    }
-  }
-  ::syscall(SYS_close, dir);
+  sys::for_each_open_fd([&](int fd) {
+    int fdflags = sys::fcntl(fd, F_GETFD);
+    struct stat st {};
+    if (fdflags < 0 || (fdflags & FD_CLOEXEC) || sys::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+    inodes.push_back(st.st_ino);
+    numbers.push_back(fd);
+  });
   if (inodes.empty()) return;
   auto taken = std::make_shared<std::vector<uint64_t>>();
   if (!Engine::run_on_engine_thread([inodes, program_takes, taken] { relay_sockets(inodes, program_takes, taken.get()); },

@@ -55,23 +55,17 @@ bool holds_socket(pid_t pid, uint64_t ino) {
   char dir_path[64], want[48];
   snprintf(dir_path, sizeof dir_path, "/proc/%d/fd", static_cast<int>(pid));
   int len = snprintf(want, sizeof want, "socket:[%llu]", static_cast<unsigned long long>(ino));
-  int dir = open_read(dir_path, O_DIRECTORY);
-  if (dir < 0) return false;
   bool found = false;
-  alignas(8) char buf[4096];
-  while (!found) {
-    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n && !found;) {
-      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      if (d->d_name[0] == '.') continue;
-      char link[64];
-      ssize_t k = ::readlinkat(dir, d->d_name, link, sizeof link);
-      found = k == len && std::memcmp(link, want, static_cast<size_t>(len)) == 0;
-    }
-  }
-  sys::close(dir);
+  int dir = -1;
+  sys::for_each_dir_entry(
+      dir_path,
+      [&](const char* name) {
+        char link[64];
+        ssize_t k = ::readlinkat(dir, name, link, sizeof link);
+        found = k == len && std::memcmp(link, want, static_cast<size_t>(len)) == 0;
+        return !found;
+      },
+      &dir);
   return found;
 }
 
@@ -85,30 +79,21 @@ bool has_shim(pid_t pid) {
 std::vector<pid_t> children() {
   std::vector<pid_t> out;
   char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task", static_cast<int>(::getpid()));
-  int dir = open_read(path, O_DIRECTORY);
-  if (dir < 0) return out;
-  alignas(8) char buf[4096];
-  for (;;) {
-    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      if (d->d_name[0] == '.') continue;
-      char file[320];
-      snprintf(file, sizeof file, "/proc/%d/task/%s/children", static_cast<int>(::getpid()), d->d_name);
-      std::string list = read_file(file, 1u << 20);
-      for (const char* p = list.c_str(); *p;) {
-        char* end = nullptr;
-        long pid = std::strtol(p, &end, 10);
-        if (end == p) break;
-        if (pid > 0) out.push_back(static_cast<pid_t>(pid));
-        p = end;
-      }
+  int self = static_cast<int>(::getpid());
+  snprintf(path, sizeof path, "/proc/%d/task", self);
+  sys::for_each_dir_entry(path, [&](const char* task) {
+    char file[320];
+    snprintf(file, sizeof file, "/proc/%d/task/%s/children", self, task);
+    std::string list = read_file(file, 1u << 20);
+    for (const char* p = list.c_str(); *p;) {
+      char* end = nullptr;
+      long pid = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (pid > 0) out.push_back(static_cast<pid_t>(pid));
+      p = end;
     }
-  }
-  sys::close(dir);
+    return true;
+  });
   return out;
 }
 
