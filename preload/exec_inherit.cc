@@ -186,7 +186,8 @@ constexpr int kHeldWaitMs = 50;
 // Connections relayed for another process over SCM_RIGHTS or to a spawned
 // program: the inode of the stream it holds and a duplicate of their TCP
 // socket, for its shim to ask for (Engine::set_tcp_lookup, adopt_received).
-// And connections a spawned program will take over (pass_for_spawn): the
+// And connections a spawned program or a child receiver will take over
+// (pass_or_relay): the
 // inode and the connection (referenced) until it is claimed. The most
 // recent ones only: a receiver asks as it receives, a program as it starts.
 struct Passed {
@@ -222,8 +223,8 @@ void remember_passed(uint64_t ino, int tcp, Connection* conn = nullptr) {
   if (evicted) evicted->unref();
 }
 
-// The connection a spawned program will take over by `ino`, referenced,
-// and forgotten here (it is asked for once), or null.
+// The connection a spawned program will take over by `ino`, referenced
+// (forget_passed_connection drops it once it is claimed or gone), or null.
 Connection* passed_connection(uint64_t ino) {
   std::lock_guard<std::mutex> lock(g_passed_mu);
   for (Passed& p : g_passed)
