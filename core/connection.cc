@@ -728,7 +728,7 @@ bool Connection::pass_to_claimant() {
   sys::close(claimant);
   handoff::publish(handoff_, handoff::kGone);  // for a forked child that holds it too
   counters().exec_carried.fetch_add(1, std::memory_order_relaxed);
-  SMCR_LOG(1, "conn %08x: passed to a program spawned from here (its own link, no relay; the peer moved it in %lld us)",
+  SMCR_LOG(1, "conn %08x: passed to the process that took it (a program spawned from here, or the receiver of an SCM_RIGHTS message): its own link, no relay; the peer moved it in %lld us",
            local_token_, static_cast<long long>((sys::now_ns() - asked_ns) / 1000));
   forget_moved_locked(lock);
   return true;

@@ -440,7 +440,8 @@ namespace {
 
 struct HandoverArgs {
   Connection* conn;
-  uint64_t held = 0;  // note_held()'s id
+  uint64_t held = 0;     // note_held()'s id
+  bool passed = false;   // counted in g_passed_offers (start_handover)
 };
 
 void forget_offer(std::atomic<uint32_t>* w) {
@@ -451,8 +452,10 @@ void forget_offer(std::atomic<uint32_t>* w) {
 // How often an offer nobody claims checks whether its holders are gone.
 constexpr int kOfferCheckMs = 50;
 
-// Offers a spawned program will ask for (Connection::passed): an exit waits
-// longer for them.
+// Offers a spawned program or the receiver of an SCM_RIGHTS message will ask
+// for (Connection::passed): an exit waits longer for them, _exit too.
+// Counted as the offer is made, before its thread runs: a process may end
+// right after its close.
 std::atomic<int> g_passed_offers{0};
 constexpr int kPassedExitWaitMs = 5000;
 
@@ -461,13 +464,10 @@ void handover(const HandoverArgs& a) {
   std::atomic<uint32_t>* w = c->handoff_word();
   struct PassedOffer {
     bool counted;
-    explicit PassedOffer(bool passed) : counted(passed) {
-      if (counted) g_passed_offers.fetch_add(1);
-    }
     ~PassedOffer() {
       if (counted) g_passed_offers.fetch_sub(1);
     }
-  } passed_offer(c->passed());
+  } passed_offer{a.passed};
   for (;;) {
     uint32_t v = w->load(std::memory_order_acquire);
     if (v == kOffered) {
@@ -539,6 +539,8 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   auto* args = new HandoverArgs{c};
   std::vector<int> fds(held);
   args->held = note_held(fds);
+  args->passed = c->passed();
+  if (args->passed) g_passed_offers.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     offers().push_back(c->handoff_word());
@@ -552,6 +554,7 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
       },
       args, "smcr-handover");
   if (!started) {
+    if (args->passed) g_passed_offers.fetch_sub(1);
     forget_offer(c->handoff_word());
     forget_held(args->held);
     delete args;
@@ -608,6 +611,14 @@ void finish_offers_at_exit(int timeout_ms) {
     // longer than a forked child's first use.
     int64_t allowed = g_passed_offers.load() > 0 ? std::max(timeout_ms, kPassedExitWaitMs) : timeout_ms;
     if (sys::now_ms() > start + allowed) return;
+    struct timespec ts{0, 2 * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void await_passed_offers_at_exit() {
+  int64_t deadline = sys::now_ms() + kPassedExitWaitMs;
+  while (g_passed_offers.load() > 0 && sys::now_ms() < deadline) {
     struct timespec ts{0, 2 * 1000000L};
     nanosleep(&ts, nullptr);
   }

@@ -52,6 +52,10 @@ bool socket_option(int fd, int name, int* out) {
   return sys::getsockopt(fd, SOL_SOCKET, name, out, &len) == 0;
 }
 
+// Above what SO_SNDBUF 1 leaves a Unix socket (the kernel's minimum, twice
+// an skb's overhead plus 2 KiB, about 4.5 KiB).
+constexpr int kReadinessSndbufMax = 8192;
+
 bool is_stream_unix(int fd) {
   int domain = 0, type = 0;
   return socket_option(fd, SO_DOMAIN, &domain) && domain == AF_UNIX && socket_option(fd, SO_TYPE, &type) &&
@@ -363,9 +367,10 @@ std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes) 
 int relay_passed(const int* fds, size_t n, int via) {
   auto conns = connections_where([fds, n](int fd, Connection*) { return std::find(fds, fds + n, fd) != fds + n; });
   if (conns.empty()) return 0;
-  // A child of ours with the shim at the other end asks for them as it
-  // receives them (adopt_received): they are left for it to take over.
-  bool receiver_takes = smcr::preload::exec_carry::enabled() && unix_peer::shim_child_at_other_end(via) > 0;
+  // A process with the shim at the other end (a child, the parent, the
+  // listener of a named socket) asks for them as it receives them
+  // (adopt_received): they are left for it to take over.
+  bool receiver_takes = smcr::preload::exec_carry::enabled() && unix_peer::shim_process_at_other_end(via) > 0;
   std::vector<uint64_t> taken;
   pass_or_relay(conns, receiver_takes, &taken, "sent to another process (SCM_RIGHTS)", true);
   return static_cast<int>(taken.size());
@@ -402,12 +407,22 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
 }  // namespace
 
 void adopt_received(int via, int fd) {
-  if (!is_stream_unix(fd)) return;
+  // Not a readiness socket (Connection::make_readiness_pair gives its
+  // application end the smallest send buffer): not ours to ask about, and
+  // no search of other processes for the many a program may pass.
+  int sndbuf = 0;
+  if (!is_stream_unix(fd) || !socket_option(fd, SO_SNDBUF, &sndbuf) || sndbuf > kReadinessSndbufMax) return;
+  struct stat st {};
+  if (sys::fstat(fd, &st) != 0) return;
+  // The sender: the process holding the other end of `via`, found as the
+  // sender found us (relay_passed); it takes or relays it.
+  if (pid_t sender = unix_peer::shim_process_at_other_end(via); sender > 0) {
+    take_one(sender, st.st_ino, {fd}, sys::now_ms() + kHeldWaitMs, false);
+    return;
+  }
   ucred cred{};
   socklen_t len = sizeof cred;
-  struct stat st {};
-  if (sys::getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0 || sys::fstat(fd, &st) != 0)
-    return;
+  if (sys::getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) return;
   if (cred.pid == static_cast<pid_t>(::syscall(SYS_getpid))) {
     int tcp = tcp_for_passed(st.st_ino);
     if (tcp < 0) return;
@@ -415,8 +430,8 @@ void adopt_received(int via, int fd) {
     SMCR_LOG(1, "fd %d: a relayed SMC-R connection received from this process; its TCP socket answers for it", fd);
     return;
   }
-  // The sender (the process that made the socket pair: Node's and CPython's
-  // servers make the pair their workers receive on) takes or relays it.
+  // The maker of the socket pair (Node's and CPython's servers make the
+  // pair their workers receive on), when the holder could not be told.
   take_one(cred.pid, st.st_ino, {fd}, sys::now_ms() + kHeldWaitMs, false);
 }
 

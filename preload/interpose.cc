@@ -1618,10 +1618,14 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
 // engine last wrote them (at most 250 ms old): an accept-then-fork server's
 // child (Python's ForkingMixIn) ends this way moments after taking its
 // connection over. Its connections need nothing more: a close already sent
-// its CDC, and the kernel closes the rest as TCP's.
+// its CDC, and the kernel closes the rest as TCP's; but one passed to another
+// process that has yet to claim it (a forked child that sends its connection
+// to its parent over SCM_RIGHTS, then calls os._exit) is waited for.
 void _exit(int status) {
-  if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_getpid)))
+  if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_getpid))) {
+    smcr::handoff::await_passed_offers_at_exit();
     smcr::write_stats_file_from_exit();
+  }
   ::syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -144,13 +145,23 @@ uint64_t peer_inode(int fd) {
   return peer;
 }
 
-pid_t shim_child_holding(uint64_t ino) {
+pid_t shim_process_at_other_end(int fd) {
+  uint64_t ino = peer_inode(fd);
   if (ino == 0) return 0;
-  for (pid_t child : children())
-    if (holds_socket(child, ino)) return has_shim(child) ? child : 0;
+  pid_t self = static_cast<pid_t>(::syscall(SYS_getpid));
+  std::vector<pid_t> candidates;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) candidates.push_back(cred.pid);
+  candidates.push_back(static_cast<pid_t>(::syscall(SYS_getppid)));
+  for (pid_t child : children()) candidates.push_back(child);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    pid_t pid = candidates[i];
+    if (pid <= 1 || pid == self || std::find(candidates.begin(), candidates.begin() + i, pid) != candidates.begin() + i)
+      continue;
+    if (holds_socket(pid, ino)) return has_shim(pid) ? pid : 0;
+  }
   return 0;
 }
-
-pid_t shim_child_at_other_end(int fd) { return shim_child_holding(peer_inode(fd)); }
 
 }  // namespace smcr::preload::unix_peer

@@ -7,9 +7,11 @@ server writes its own line and closes.
   spawn_case.py server KIND PORT    serve one client
   spawn_case.py client PORT         prints ok=1 when both lines are right
   spawn_case.py worker FD           scm_rights' worker (FD: its Unix socket)
-  spawn_case.py server handoff_spawn|handoff_subprocess|handoff_scm PORT
+  spawn_case.py server handoff_spawn|handoff_subprocess|handoff_scm|handoff_scm_named|handoff_scm_parent PORT
                                     start the program (or send the connection
-                                    to a worker), close, exit at once
+                                    to a worker: a child, a process that is
+                                    none, or the parent of the child that
+                                    accepted), close, exit at once
   spawn_case.py client_stream PORT MIB KIND   stream MIB MiB through it, check all
 
 KIND: system | posix_spawn | subprocess | subprocess_stdio | popen | scm_rights
@@ -64,11 +66,65 @@ def echo_worker(fd):
     exec(echo_prog(fds[0]))
 
 
+def echo_worker_named(path):
+    """handoff_scm_named's worker, no child of the server (started through a
+    shell that exits): receives one connection on the named Unix socket
+    `path` and serves it as echo_prog does."""
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(path + ".tmp")
+    unix.listen(1)
+    os.rename(path + ".tmp", path)   # bound and listening once the name is there
+    conn, _ = unix.accept()
+    unix.close()
+    os.unlink(path)
+    _, fds, _, _ = socket.recv_fds(conn, 1, 1)
+    conn.close()
+    exec(echo_prog(fds[0]))
+
+
+def handoff_to_parent(port):
+    """handoff_scm_parent: a forked child accepts the client, sends the
+    connection to its parent over a socket pair and exits at once; the
+    parent serves it as echo_prog does."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(4)
+        conn, _ = listener.accept()
+        socket.send_fds(theirs, [b"c"], [conn.fileno()])
+        conn.close()
+        print("server child: handed over to the parent, exiting", flush=True)
+        os._exit(0)
+    theirs.close()
+    _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+    os.waitpid(pid, 0)   # the sender is gone before the first byte is served
+    exec(echo_prog(fds[0]))
+    sys.exit(0)
+
+
 def handoff(kind, port):
     """Accepts one client, starts a program that serves it alone (posix_spawn
     of an echo program, or subprocess with the connection as cat's stdin and
     stdout), closes its own copy and exits at once: the program keeps the
     connection as a TCP socket's file would live on in it."""
+    if kind == "handoff_scm_parent":
+        handoff_to_parent(port)
+    if kind == "handoff_scm_named":
+        import tempfile
+        import time
+        path = os.path.join(tempfile.mkdtemp(), "worker.sock")
+        subprocess.run(["sh", "-c", '"$0" "$1" echo_worker_named "$2" </dev/null >/dev/null 2>&1 &',
+                        sys.executable, __file__, path], check=True)
+        for _ in range(500):
+            if os.path.exists(path):
+                break
+            time.sleep(0.01)
+        ours = socket.socket(socket.AF_UNIX)
+        ours.connect(path)
     if kind == "handoff_scm":
         ours, theirs = socket.socketpair()
         subprocess.Popen([sys.executable, __file__, "echo_worker", str(theirs.fileno())], pass_fds=[theirs.fileno()])
@@ -79,7 +135,7 @@ def handoff(kind, port):
     listener.listen(4)
     conn, _ = listener.accept()
     fd = conn.fileno()
-    if kind == "handoff_scm":
+    if kind in ("handoff_scm", "handoff_scm_named"):
         socket.send_fds(ours, [b"c"], [fd])
     elif kind == "handoff_spawn":
         os.set_inheritable(fd, True)
@@ -212,6 +268,8 @@ if __name__ == "__main__":
         serve(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "client_stream":
         client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] != "handoff_subprocess")
+    elif sys.argv[1] == "echo_worker_named":
+        echo_worker_named(sys.argv[2])
     elif sys.argv[1] == "echo_worker":
         echo_worker(int(sys.argv[2]))
     elif sys.argv[1] == "worker":

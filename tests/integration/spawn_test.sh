@@ -50,7 +50,9 @@ done
 # server starts it (posix_spawn of an echo program; subprocess with the
 # connection as cat's stdin and stdout, a vfork child's exec) or sends the
 # connection to its worker over SCM_RIGHTS (a child it started before the
-# connection existed), closes its own copy and exits at once, while the
+# connection existed; a process started through a shell that exited, no
+# child of it, listening on a named socket; or, from a forked child that
+# accepted, its parent), closes its own copy and exits at once, while the
 # client streams 16 MiB through the program. Over SMC-R the program owns
 # the connection (its own link, no relay through the server, which is
 # gone): every byte back, in order.
@@ -69,7 +71,7 @@ run_handoff() {
   log "$1 $2: client rc=$CRC, server rc=$SRC"
   sed 's/^/  /' <<<"$COUT"$'\n'"$(cat "$TEST_TMP/server.out")"
 }
-for kind in handoff_spawn handoff_subprocess handoff_scm; do
+for kind in handoff_spawn handoff_subprocess handoff_scm handoff_scm_named handoff_scm_parent; do
   run_handoff plain "$kind"
   check "plain TCP, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
   run_handoff smc "$kind"
