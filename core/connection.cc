@@ -40,6 +40,13 @@ constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
 // Blocking writes up to this size are never split by a full window.
 constexpr size_t kAtomicWrite = 4096;
 
+// With CDCs through memory a cursor update costs a cache line, so a large
+// copy publishes its cursor every this many bytes: the peer copies the
+// first part out (or refills the freed part) while we copy the next, as
+// TCP's sender and receiver overlap on loopback, instead of each side
+// waiting for the other's whole window-sized copy.
+constexpr uint32_t kStreamChunk = 64 * 1024;
+
 // Test hook for the failover tests (tests/guest/failover_test.sh):
 // SMCR_TEST_TAKE_DOWN_LINK_AFTER=<bytes> takes the link of the first
 // connection that has sent that many bytes down (its QP to the error state,
@@ -1524,6 +1531,11 @@ bool Connection::may_ring_peer_locked(uint8_t* page) const {
   return peer_bell_fd_ >= 0 && !cdcmem::direct_forbidden(page);
 }
 
+bool Connection::cursor_updates_cheap_locked() const {
+  uint8_t* page = peer_rmb_on_[static_cast<size_t>(slot_)].control;
+  return page && !link_->failed() && may_ring_peer_locked(page);
+}
+
 bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) {
   if (!may_ring_peer_locked(page)) return false;
   uint64_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
@@ -1749,6 +1761,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
         continue;
       }
       uint32_t n = static_cast<uint32_t>(std::min<size_t>(avail, want - done));
+      if (!peek && cursor_updates_cheap_locked()) n = std::min(n, kStreamChunk);
       bool passes_urgent = false;
       if (rx_urgent_ != Urgent::kNone) {
         // As TCP: a read stops at the urgent byte; from it, the byte is read
@@ -1777,11 +1790,19 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       rx_bytes_ += n;
       maybe_send_consumer_update_locked();
       if (eof_deferred_ && rx_space_.used(rx_prod_, rx_cons_).value_or(0) == 0) signal_eof_locked();
-      if (done == want || !waitall) {
-        if (avail == n && !peer_write_closed(state_)) clear_readable_locked();
-        return static_cast<ssize_t>(done);
+      if (done == want || waitall) {
+        if (done == want && avail == n && !peer_write_closed(state_)) clear_readable_locked();
+        if (done == want) return static_cast<ssize_t>(done);
+        continue;
       }
-      continue;
+      // As TCP's receive: what is there when a copy ends is read too,
+      // bytes the writer published while we copied (streamed, above)
+      // included; never a wait for more.
+      if (avail == n) pull_cdc_locked();
+      bool left = rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0;
+      if (left && !passes_urgent) continue;
+      if (!left && !peer_write_closed(state_)) clear_readable_locked();
+      return static_cast<ssize_t>(done);
     }
     if (aborted_ || peer_lost_) {
       // As TCP after an RST: what was received first is read first; then
@@ -1884,6 +1905,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     }
     if (space >= need) {
       uint32_t n = static_cast<uint32_t>(std::min<size_t>(space, want - done));
+      if (cursor_updates_cheap_locked()) n = std::min(n, kStreamChunk);
       uint32_t left = n;
       cdc::Cursor pos = tx_prod_;
       while (left > 0) {

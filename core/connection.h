@@ -367,6 +367,9 @@ class Connection {
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
   // We hold the peer's readiness socket and it has not taken it back.
   bool may_ring_peer_locked(uint8_t* page) const;
+  // A cursor update goes through memory (the peer's control page, its bell
+  // known): publishing one costs no system call unless the peer sleeps.
+  bool cursor_updates_cheap_locked() const;
   // Inside recvv: a data arrival is not rung (the reader is about to take
   // it); on the way out the readiness socket is made to match what is left.
   void settle_readable_locked();
