@@ -979,6 +979,11 @@ void Connection::rehome_peer_locked(int fd, uint32_t peer_token) {
   old_link->post_message(handoff::encode_rehome(answer));
   old->release_hold();
   Engine::get().add_group(fresh);
+  // The new owner may lack our bell (core/cdc_mem.h): ours rode a link CDC
+  // that reached the old owner after it forked, a copy the child never
+  // got. Without it every CDC of the new owner's goes on the link (a wake-up
+  // of both engines per CDC). One link message; a duplicate is dropped.
+  send_bell_locked();
   counters().rehomed_peer.fetch_add(1, std::memory_order_relaxed);
   SMCR_LOG(1, "conn %08x: moved to the peer's new link (its connection changed process)", local_token_);
 }
