@@ -88,6 +88,12 @@ std::vector<HeldFd>& held() {
 }
 uint64_t g_next_relay = 1;
 
+// Offers a spawned program or the receiver of an SCM_RIGHTS message will ask
+// for (Connection::passed): an exit waits longer for them, _exit too.
+// Counted as the offer is made, before its thread runs: a process may end
+// right after its close.
+std::atomic<int> g_passed_offers{0};
+
 void close_relayed_in_child() {
   for (const HeldFd& h : held()) {
     struct stat st;
@@ -95,6 +101,7 @@ void close_relayed_in_child() {
   }
   held().clear();  // no relay runs here: threads do not survive fork
   offers().clear();
+  g_passed_offers.store(0);  // the parent's, whose threads did not come along
   g_exiting.store(false);
 }
 
@@ -452,11 +459,6 @@ void forget_offer(std::atomic<uint32_t>* w) {
 // How often an offer nobody claims checks whether its holders are gone.
 constexpr int kOfferCheckMs = 50;
 
-// Offers a spawned program or the receiver of an SCM_RIGHTS message will ask
-// for (Connection::passed): an exit waits longer for them, _exit too.
-// Counted as the offer is made, before its thread runs: a process may end
-// right after its close.
-std::atomic<int> g_passed_offers{0};
 constexpr int kPassedExitWaitMs = 5000;
 
 void handover(const HandoverArgs& a) {
