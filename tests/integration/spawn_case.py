@@ -82,6 +82,17 @@ def echo_worker_named(path):
     exec(echo_prog(fds[0]))
 
 
+def accept_one(port):
+    """Listens on `port` and accepts one client."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(4)
+    conn, _ = listener.accept()
+    listener.close()
+    return conn
+
+
 def handoff_to_parent(port):
     """handoff_scm_parent: a forked child accepts the client, sends the
     connection to its parent over a socket pair and exits at once; the
@@ -90,11 +101,7 @@ def handoff_to_parent(port):
     pid = os.fork()
     if pid == 0:
         ours.close()
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", port))
-        listener.listen(4)
-        conn, _ = listener.accept()
+        conn = accept_one(port)
         socket.send_fds(theirs, [b"c"], [conn.fileno()])
         conn.close()
         print("server child: handed over to the parent, exiting", flush=True)
@@ -129,11 +136,7 @@ def handoff(kind, port):
         ours, theirs = socket.socketpair()
         subprocess.Popen([sys.executable, __file__, "echo_worker", str(theirs.fileno())], pass_fds=[theirs.fileno()])
         theirs.close()
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(4)
-    conn, _ = listener.accept()
+    conn = accept_one(port)
     fd = conn.fileno()
     if kind in ("handoff_scm", "handoff_scm_named"):
         socket.send_fds(ours, [b"c"], [fd])
@@ -208,11 +211,7 @@ def serve(kind, port):
         helper = subprocess.Popen([sys.executable, __file__, "worker", str(theirs.fileno())],
                                   pass_fds=[theirs.fileno()])
         theirs.close()
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(4)
-    conn, _ = listener.accept()
+    conn = accept_one(port)
     fd = conn.fileno()
     shell = 'printf "child:%%s\\n" "$(head -c 6 <&%d)" >&%d' % (fd, fd)
     if kind in ("system", "posix_spawn", "popen"):
