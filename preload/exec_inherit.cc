@@ -190,10 +190,10 @@ constexpr int kHeldWaitMs = 50;
 // Connections relayed for another process over SCM_RIGHTS or to a spawned
 // program: the inode of the stream it holds and a duplicate of their TCP
 // socket, for its shim to ask for (Engine::set_tcp_lookup, adopt_received).
-// And connections a spawned program or a child receiver will take over
-// (pass_or_relay): the
-// inode and the connection (referenced) until it is claimed. The most
-// recent ones only: a receiver asks as it receives, a program as it starts.
+// And connections a spawned program or an SCM_RIGHTS receiver will take
+// over (pass_or_relay): the inode and the connection (referenced) until it
+// is claimed. The most recent ones only: a receiver asks as it receives, a
+// program as it starts.
 struct Passed {
   uint64_t ino = 0;
   int tcp = -1;
