@@ -29,6 +29,7 @@
 #include "core/link_group.h"
 #include "core/log.h"
 #include "core/short_flows.h"
+#include "core/stream_copy.h"
 #include "core/sys.h"
 
 namespace smcr {
@@ -232,6 +233,7 @@ void Connection::reset_fields() {
   tcp_cork_.store(-1);
   tcp_nodelay_.store(-1);
   spin_backoff_.reset();
+  window_backoff_.reset();
   tx_published_prod_ = tx_published_cons_ = cdc::Cursor{};
   tx_published_done_ = false;
   rx_urgent_ = Urgent::kNone;
@@ -777,6 +779,7 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   parked_ = in_reader_ = false;
   readers_asleep_ = 0;
   spin_backoff_.reset();
+  window_backoff_.reset();
   relayed_ = false;
   handover_seen_.store(false);
   read_descriptor_modes();
@@ -1432,20 +1435,30 @@ bool Connection::spin_for_data_locked() {
       return true;
     }
   }
+  return watch_control_page_locked(spin_backoff_);
+}
+
+bool Connection::spin_for_window_locked() {
+  if (!rx_control_ || spin_budget_ns() == 0 || app_fd_ < 0) return false;
+  if (!window_backoff_.worth_trying()) return false;
+  return watch_control_page_locked(window_backoff_);
+}
+
+bool Connection::watch_control_page_locked(SpinBackoff& backoff) {
   // Held: the connection cannot be released (and its page unmapped) by
   // another thread meanwhile; our engine parks its messages (inbox).
   uint32_t seen = rx_control_seen_;
-  int64_t deadline = sys::now_ns() + budget;
+  int64_t deadline = sys::now_ns() + spin_budget_ns();
   for (uint32_t i = 1;; ++i) {
     if (cdcmem::version(rx_control_) != seen || inbox_nonempty_.load(std::memory_order_relaxed)) {
-      spin_backoff_.hit();
+      backoff.hit();
       drain_inbox_locked();
       return true;
     }
     __builtin_ia32_pause();
     if ((i & 31) == 0 && sys::now_ns() > deadline) break;
   }
-  spin_backoff_.missed();
+  backoff.missed();
   return false;
 }
 
@@ -1982,6 +1995,11 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     // have reported writable for a window we still think full. Arming reads
     // the newest CDC; when it opened the window, write (as TCP would, after
     // reporting writable: event loops that close on EAGAIN there exist).
+    // A blocking writer watches for the reader's consumption a while first:
+    // a reader that is reading frees the window within microseconds, and a
+    // writer asleep then costs a wake-up per window (on a VM tens of
+    // microseconds: streams then run at a third of their speed).
+    if (!dontwait && spin_for_window_locked()) continue;
     uint32_t seen = rx_control_seen_;
     make_unwritable_locked();
     if (rx_control_seen_ != seen && send_space_locked() > 0) continue;
@@ -2254,6 +2272,7 @@ void Connection::prefetch_next_write_locked(uint32_t n) {
 #if defined(__x86_64__)
   const RemoteRmb& rmb = peer_rmb_on_[static_cast<size_t>(slot_)];
   if (!rmb.addr || !rx_control_) return;  // shm only: the peer's RMB is mapped here
+  if (n >= kStreamingCopyMin) return;      // streamed past this cache (core/stream_copy.h)
   uint32_t ahead = std::min<uint32_t>(n, kPrefetchAhead);
   uint32_t off = tx_prod_.offset;
   uint32_t run = std::min(ahead, tx_space_.contiguous_to_end(tx_prod_));

@@ -310,6 +310,7 @@ class Connection {
   void unlock();
 
  private:
+
   Connection() = default;
   // A parked engine event: a CDC, a link going down (down_slot >= 0;
   // kAllLinks: every link), or the peer's readiness socket.
@@ -379,6 +380,12 @@ class Connection {
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked();
+  // Blocking write with a full window: the same watch, for the CDC that
+  // reports consumption. True if the peer published.
+  bool spin_for_window_locked();
+  // The watch both share: the control page's version or a parked link
+  // message, up to the spin budget; drained when one came.
+  bool watch_control_page_locked(SpinBackoff& backoff);
   void take_peer_bell_locked(int fd);
   // After a write through memory: takes the cache lines the next write of
   // the same size will fill (ownership, not data) while the application
@@ -532,6 +539,7 @@ class Connection {
   std::atomic<bool> deferral_forbidden_{false};
   std::atomic<int8_t> tcp_cork_{-1}, tcp_nodelay_{-1};
   SpinBackoff spin_backoff_;       // whether a blocking read spins before sleeping
+  SpinBackoff window_backoff_;     // whether a blocking write spins before sleeping
   cdc::Cursor tx_published_prod_, tx_published_cons_;
   bool tx_published_done_ = false;
 

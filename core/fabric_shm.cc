@@ -15,6 +15,7 @@
 
 #include "core/cdc_mem.h"
 #include "core/log.h"
+#include "core/stream_copy.h"
 #include "core/sys.h"
 #include "core/wire.h"
 
@@ -243,7 +244,7 @@ ShmLink::~ShmLink() {
 bool ShmLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) {
   if (!rmb.addr || offset > rmb.size || len > rmb.size - offset || failed_) return false;
   // A connection moving links rewrites bytes from the mapping itself.
-  if (src != rmb.addr + offset) std::memcpy(rmb.addr + offset, src, len);
+  if (src != rmb.addr + offset) copy_for_peer(rmb.addr + offset, src, len);
   return true;
 }
 
