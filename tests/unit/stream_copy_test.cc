@@ -13,11 +13,12 @@ namespace {
 
 TEST(StreamCopy, ExactForEverySizeAndAlignmentAroundTheThreshold) {
   constexpr size_t kGuard = 64;
-  std::vector<uint8_t> src(kStreamingCopyMin * 3 + 256);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
   const size_t sizes[] = {0, 1, 15, 4096, kStreamingCopyMin - 1, kStreamingCopyMin, kStreamingCopyMin + 1,
                           kStreamingCopyMin + 63, 2 * kStreamingCopyMin + 17, 64000};
+  std::vector<uint8_t> src(64000 + 2 * kStreamingCopyMin + 64);  // the largest size, from the largest offset
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
   for (size_t len : sizes) {
+    ASSERT_LE(len + 16, src.size());
     for (size_t dst_align = 0; dst_align < 20; dst_align += 3) {
       for (size_t src_align : {size_t{0}, size_t{5}, size_t{16}}) {
         std::vector<uint8_t> dst(len + 2 * kGuard + 32, 0xee);
