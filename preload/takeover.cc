@@ -15,7 +15,6 @@
 #include <memory>
 #include <mutex>
 #include <system_error>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "core/log.h"
 #include "core/short_flows.h"
 #include "core/sys.h"
+#include "core/worker_pool.h"
 
 namespace smcr::preload {
 
@@ -331,32 +331,23 @@ bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_f
   auto a = std::make_shared<Accepting>();
   a->client = client;
   a->short_flow = short_flow;
-  std::unique_lock<std::mutex> hold(a->mu);  // the thread starts once `fd` is installed
-  // The thread inherits a mask with every signal blocked: none of the
-  // application's lands on it.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  try {
-    std::thread([a, run = std::move(run)] {
-      pthread_setname_np(pthread_self(), "smcr-clc");
-      { std::lock_guard<std::mutex> wait_for_install(a->mu); }
-      HandshakeOutcome o = run(a->res.tcp);
-      bool relayed;
-      {
-        std::lock_guard<std::mutex> lock(a->mu);
-        conclude_locked(a.get(), o);
-        relayed = a->state == Accepting::kRelayed;
-      }
-      g_threaded.fetch_sub(1);
-      if (relayed) relay(a.get());
-    }).detach();
-  } catch (const std::system_error&) {  // no thread to be had: the caller runs it inline
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  std::unique_lock<std::mutex> hold(a->mu);  // the job starts once `fd` is installed
+  bool started = workers::run([a, run = std::move(run)] {
+    { std::lock_guard<std::mutex> wait_for_install(a->mu); }
+    HandshakeOutcome o = run(a->res.tcp);
+    bool relayed;
+    {
+      std::lock_guard<std::mutex> lock(a->mu);
+      conclude_locked(a.get(), o);
+      relayed = a->state == Accepting::kRelayed;
+    }
+    g_threaded.fetch_sub(1);
+    if (relayed) relay(a.get());
+  });
+  if (!started) {  // no thread to be had: the caller runs it inline
     g_threaded.fetch_sub(1);
     return false;
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   install_accepting(a, fd, r, sndbuf);
   a->threaded = true;
   return true;
