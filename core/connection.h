@@ -310,7 +310,6 @@ class Connection {
   void unlock();
 
  private:
-
   Connection() = default;
   // A parked engine event: a CDC, a link going down (down_slot >= 0;
   // kAllLinks: every link), or the peer's readiness socket.

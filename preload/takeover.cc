@@ -14,7 +14,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <system_error>
 #include <unordered_map>
 #include <vector>
 
