@@ -93,6 +93,8 @@ uint64_t g_next_relay = 1;
 // Counted as the offer is made, before its thread runs: a process may end
 // right after its close.
 std::atomic<int> g_passed_offers{0};
+// offers().size(), readable without g_mu (_exit may run in a signal handler).
+std::atomic<int> g_open_offers{0};
 
 void close_relayed_in_child() {
   for (const HeldFd& h : held()) {
@@ -102,6 +104,7 @@ void close_relayed_in_child() {
   held().clear();  // no relay runs here: threads do not survive fork
   offers().clear();
   g_passed_offers.store(0);  // the parent's, whose threads did not come along
+  g_open_offers.store(0);
   g_exiting.store(false);
 }
 
@@ -453,13 +456,15 @@ struct HandoverArgs {
 
 void forget_offer(std::atomic<uint32_t>* w) {
   std::lock_guard<std::mutex> lock(g_mu);
-  std::erase(offers(), w);
+  g_open_offers.fetch_sub(static_cast<int>(std::erase(offers(), w)));
 }
 
 // How often an offer nobody claims checks whether its holders are gone.
 constexpr int kOfferCheckMs = 50;
 
 constexpr int kPassedExitWaitMs = 5000;
+// What exit() gives the re-homing of offers nobody claimed (its caller's bound).
+constexpr int kOpenOffersExitWaitMs = 1000;
 
 void handover(const HandoverArgs& a) {
   Connection* c = a.conn;
@@ -546,6 +551,7 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     offers().push_back(c->handoff_word());
+    g_open_offers.fetch_add(1);
   }
   bool started = start_thread(
       [](void* p) -> void* {
@@ -619,6 +625,19 @@ void finish_offers_at_exit(int timeout_ms) {
 }
 
 void await_passed_offers_at_exit() {
+  // Offers to forked children first, as exit() does: re-homed, or they
+  // would end with us (a ForkingMixIn parent that calls os._exit). The
+  // handover threads see g_exiting within kOfferCheckMs without a wake.
+  if (g_open_offers.load() > 0) {
+    g_exiting.store(true);
+    int64_t start = sys::now_ms();
+    while (g_open_offers.load() > 0) {
+      int64_t allowed = g_passed_offers.load() > 0 ? kPassedExitWaitMs : kOpenOffersExitWaitMs;
+      if (sys::now_ms() > start + allowed) break;
+      struct timespec ts{0, 2 * 1000000L};
+      nanosleep(&ts, nullptr);
+    }
+  }
   int64_t deadline = sys::now_ms() + kPassedExitWaitMs;
   while (g_passed_offers.load() > 0 && sys::now_ms() < deadline) {
     struct timespec ts{0, 2 * 1000000L};

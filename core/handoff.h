@@ -124,10 +124,11 @@ bool relay_in_place(Connection* c);
 // At process exit: offers nobody has claimed yet are re-homed (a relay
 // could not outlive the process), waiting up to timeout_ms.
 void finish_offers_at_exit(int timeout_ms);
-// _exit(): waits (at most finish_offers_at_exit's longer bound) while a
+// _exit(): re-homes the offers to forked children as exit() does (at most
+// 1 s), and waits (at most finish_offers_at_exit's longer bound) while a
 // connection passed to another process (a spawned program, the receiver
-// of an SCM_RIGHTS message) has yet to be claimed: it would die with us,
-// where a TCP socket in flight lives on. Takes no lock and allocates
+// of an SCM_RIGHTS message) has yet to be claimed: either would die with
+// us, where a TCP socket in flight lives on. Takes no lock and allocates
 // nothing (_exit may be called from a signal handler).
 void await_passed_offers_at_exit();
 

@@ -1620,7 +1620,9 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
 // connection over. Its connections need nothing more: a close already sent
 // its CDC, and the kernel closes the rest as TCP's; but one passed to another
 // process that has yet to claim it (a forked child that sends its connection
-// to its parent over SCM_RIGHTS, then calls os._exit) is waited for.
+// to its parent over SCM_RIGHTS, then calls os._exit) is waited for, and one
+// a forked child holds unclaimed (a parent that accepts, forks and calls
+// os._exit) is re-homed to it first, as exit() does.
 void _exit(int status) {
   if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_getpid))) {
     smcr::handoff::await_passed_offers_at_exit();

@@ -125,8 +125,9 @@ for _ in range(n):
     c, _ = l.accept()
     if os.fork() == 0:
         l.close()
-        if kind in ("killed", "echo_child"):   # echoes itself (while its parent is killed)
+        if kind in ("killed", "echo_child", "exit_early"):   # echoes itself (while its parent is killed)
             first = kind == "killed"
+            if kind == "exit_early": time.sleep(0.3)   # its parent has left by then
             while True:
                 b = c.recv(65536)
                 if not b: break
@@ -142,6 +143,7 @@ for _ in range(n):
         os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
     if kind == "late_close": time.sleep(0.3)   # the child is already using it
     c.close()
+if kind == "exit_early": os._exit(0)   # no destructor: _exit re-homes the unclaimed offer
 if kind in ("killed", "inetd_killed"):
     open(sys.argv[4], "w").close()
     signal.pause()
@@ -216,8 +218,10 @@ handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
 # read_then_exec: the child reads before it execs, so the connection is its
 # own by then; without carrying (the ASan build) the exec'd program could
 # not use it (README, exec).
-KINDS="forkingmixin late_close inetd_exec read_then_exec"
-[ ${#EXEC_CARRY[@]} -gt 0 ] && KINDS="forkingmixin late_close inetd_exec"
+# exit_early: the parent calls os._exit as soon as it has forked the last
+# child, which has not touched its connection yet.
+KINDS="forkingmixin late_close exit_early inetd_exec read_then_exec"
+[ ${#EXEC_CARRY[@]} -gt 0 ] && KINDS="forkingmixin late_close exit_early inetd_exec"
 for kind in $KINDS; do
   handoff_run plain "$kind"
   check "plain TCP $kind: every echo intact" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
@@ -225,7 +229,10 @@ for kind in $KINDS; do
   check "SMC-R $kind: every echo intact (1 B .. 20 MB, with half-close)" [ "$(grep -c '^echo=ok$' <<<"$HOUT")" = 4 ]
   check "SMC-R $kind: all 4 connections were SMC-R at both ends" \
     [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum smc_passive)" = 4 ]
-  if [ "$kind" = forkingmixin ]; then
+  if [ "$kind" = exit_early ]; then
+    check "SMC-R $kind: each connection moved to its child, the last one re-homed by the parent's _exit, no relay ($(stat_sum rehomed) re-homed, $(stat_sum handovers) relayed)" \
+      [ "$(stat_sum rehomed)" = 4 -a "$(stat_sum handovers)" = 0 ]
+  elif [ "$kind" = forkingmixin ]; then
     # The child owns its connection: its own link to the client, no relay.
     check "SMC-R $kind: each connection moved to its child, no relay ($(stat_sum rehomed) re-homed, $(stat_sum rehomed_peer) moved by the client, $(stat_sum handovers) relayed)" \
       [ "$(stat_sum rehomed)" = 4 -a "$(stat_sum rehomed_peer)" = 4 -a "$(stat_sum handovers)" = 0 ]
