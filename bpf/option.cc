@@ -66,6 +66,8 @@ struct CachedMap {
 CachedMap g_optin{SMCR_PIN_OPTIN, 0, {}};
 CachedMap g_result{SMCR_PIN_RESULT, BPF_F_RDONLY, {}};
 
+std::atomic<int (*)(int)> g_place_fd{nullptr};
+
 int fd_of(std::uint64_t v) { return static_cast<int>(v & 0xffffffffu) - 1; }
 
 // Close an fd we cached earlier, but only if it still is one of our maps (the
@@ -110,6 +112,7 @@ int get_fd(CachedMap& c) {
     attr.file_flags = c.file_flags;
     long fd = sys_bpf(BPF_OBJ_GET, &attr);  // bpf fds are always O_CLOEXEC
     if (fd < 0) return -1;
+    if (auto place = g_place_fd.load(std::memory_order_acquire)) fd = place(static_cast<int>(fd));
     std::uint64_t nv = (static_cast<std::uint64_t>(ino) << 32) | static_cast<std::uint32_t>(fd + 1);
     if (c.v.compare_exchange_strong(cur, nv, std::memory_order_acq_rel)) {
       if (cur) close_if_ours(fd_of(cur));
@@ -143,6 +146,8 @@ long with_map(CachedMap& c, Op op) {
 }
 
 }  // namespace
+
+void set_fd_placer(int (*place)(int fd)) { g_place_fd.store(place, std::memory_order_release); }
 
 bool opt_in(int sockfd) {
   if (sockfd < 0) {

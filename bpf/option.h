@@ -32,6 +32,11 @@ enum class Result {
 // (errno ENOENT) or the write failed (errno from bpf(2), e.g. EACCES).
 bool opt_in(int sockfd);
 
+// Where the map descriptors this module opens and keeps go: `place` takes
+// a descriptor and returns the one to keep (the shim moves its own out of
+// the numbers the application gets, sys::hide_fd). Default: where opened.
+void set_fd_placer(int (*place)(int fd));
+
 // After the TCP handshake completed on sockfd (connected or accepted socket):
 // whether both the SYN and the SYN-ACK carried the option.
 Result read_result(int sockfd);

@@ -158,6 +158,9 @@ __attribute__((constructor(101))) void resolve_all() {
   SMCR_INTERPOSED(SMCR_RESOLVE)
 #undef SMCR_RESOLVE
   note_own_pid();
+  // The two cached map descriptors sat at the application's lowest free
+  // numbers: its next socket got 5 where TCP's got 4.
+  smcr::bpfopt::set_fd_placer(smcr::sys::hide_fd);
   smcr::stats_enabled();  // its one-time lookup done now, not in an _exit
 }
 

@@ -278,4 +278,28 @@ log "readiness, Confirm too late: $(tr '\n' ' ' <<<"$RHOST")"
 check "Confirm after the server's deadline: accept() at once, ECONNRESET at the deadline, the client ends too" \
   grep -q "^case=late_confirm_resets ok=1" <<<"$RHOST"
 check "... counted as a CLC timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
+# Descriptor numbers: the application's next socket after an SMC-R
+# connection (both ends in this process, data moved both ways) gets the
+# number it gets over TCP. The shim's own descriptors (the TCP socket, the
+# readiness pair, the eBPF maps, the RMBs' memfds) sit in the hidden range:
+# the two map descriptors once took 4 and 7 here, and wrk, whose event
+# table is sized by its connection count, reported socket errors.
+FDNUM='
+import os, socket, threading
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+got = []
+def serve():  # a thread in accept(): a connection to our own listener may be SMC-R
+    s, _ = l.accept(); s.sendall(s.recv(1)); got.append(s)
+t = threading.Thread(target=serve); t.start()
+c = socket.create_connection(l.getsockname())
+c.sendall(b"x"); c.recv(1); t.join()
+n = socket.socket()
+print("numbers", l.fileno(), c.fileno(), got[0].fileno(), n.fileno(), os.open("/dev/null", os.O_RDONLY))
+'
+reset_stats
+FD_TCP=$(python3 -c "$FDNUM" 2>&1)
+FD_SMC=$(under_smc python3 -c "$FDNUM" 2>&1)
+log "descriptor numbers: TCP '$FD_TCP', SMC-R '$FD_SMC'"
+check "the application's descriptor numbers are TCP's ($FD_SMC), on a connection that was SMC-R at both ends" \
+  [ -n "$FD_TCP" -a "$FD_SMC" = "$FD_TCP" -a "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 finish
