@@ -187,6 +187,7 @@ void Connection::reset_fields() {
   link_ = nullptr;
   app_fd_ = engine_end_ = tcp_fd_ = -1;
   rmb_memfd_ = peer_rmb_memfd_ = -1;  // closed with the RMBs (release_resources_locked)
+  memfds_settled_ = memfds_counted_ = false;
   active_ = nonblocking_ = false;
   rcvtimeo_ms_ = sndtimeo_ms_ = -1;
   slot_ = 0;
@@ -287,12 +288,47 @@ void Connection::forget_in_child() {
     if (fd >= 0) sys::close(fd);
 }
 
-void Connection::close_memfds_unless_own_link() {
-  if (!group_ || !group_->single_connection()) close_memfds();
+namespace {
+// Connections past their first use that keep their RMBs' memfds (two
+// descriptors each) on a link shared with others.
+std::atomic<int> g_kept_memfds{0};
+
+// How many may: enough for any process that hands a used connection to a
+// program or another process, a small share of the hidden range (an idle
+// connection already holds three descriptors there) where that is large.
+int kept_memfd_budget() {
+  static const int budget = [] {
+    int base = sys::hidden_fd_base();
+    return base > 0 ? std::min(512, base / 16) : 8;
+  }();
+  return budget;
+}
+}  // namespace
+
+void Connection::settle_memfds_locked() {
+  memfds_settled_ = true;
+  bool keep = group_ && group_->single_connection();
+  if (!keep && g_kept_memfds.fetch_add(1, std::memory_order_relaxed) < kept_memfd_budget()) {
+    memfds_counted_ = true;
+    keep = true;
+  } else if (!keep) {
+    g_kept_memfds.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (!keep) {
+    close_memfds();
+    return;
+  }
+  // Kept for long: out of the numbers the application's next sockets take
+  // (made or received during the handshake, they may sit low). Free where
+  // they came from a pool or a re-homing: already there.
+  rmb_memfd_ = sys::hide_fd(rmb_memfd_);
+  peer_rmb_memfd_ = sys::hide_fd(peer_rmb_memfd_);
 }
 
 void Connection::close_memfds() {
   for (int* fd : {&rmb_memfd_, &peer_rmb_memfd_}) sys::close_reset(fd);
+  if (memfds_counted_) g_kept_memfds.fetch_sub(1, std::memory_order_relaxed);
+  memfds_counted_ = false;
 }
 
 // How long a child's call on an inherited connection waits for the parent
@@ -2133,9 +2169,6 @@ void Connection::release_resources_locked() {
     sys::close(tcp_fd_);
     tcp_fd_ = -1;
   }
-  // Our RMB is reusable (the peer sent C or A, or its timer ran out) and the
-  // peer's RMBE will not be written again.
-  close_memfds();
   if (peer_bell_fd_ >= 0) sys::close(peer_bell_fd_);
   peer_bell_fd_ = -1;
   rx_control_ = nullptr;  // unmapped with the RMB below
@@ -2146,10 +2179,20 @@ void Connection::release_resources_locked() {
     // (A relayed connection's child may still hold the readiness pair, and a
     // forked child never touches its parent's shared pages.)
     bool reusable = peer_closed_ && sent_close_ && !aborted_ && !link_dead_ && !tcp_reset_ && !relayed_ && !foreign();
-    auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_, reusable);
+    // The memfds stay with the RMBs where the group keeps them for the next
+    // connection (closed otherwise): that one may be carried too.
+    // (Out of the application's numbers, as settle_memfds_locked does: a
+    // connection closed before its first data call never got there.)
+    if (reusable && rmb_memfd_ >= 0 && rmb_on_[0].handle < 0 && rmb_on_[0].addr && !rmb_on_[0].alias) {
+      rmb_on_[0].handle = sys::hide_fd(rmb_memfd_);
+      rmb_memfd_ = -1;
+    }
+    if (reusable) peer_rmb_memfd_ = sys::hide_fd(peer_rmb_memfd_);
+    auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_, reusable, reusable ? &peer_rmb_memfd_ : nullptr);
     rmb_ = LocalRmb{};
     if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);
   }
+  close_memfds();
   rx_prod_ = rx_cons_;
   if (handoff_) {
     // A child still waiting for this connection learns it is over. Only a

@@ -440,17 +440,20 @@ class Connection {
   void settle_after_move_locked();
   // nonblocking_ from the app end, SO_RCVTIMEO/SO_SNDTIMEO from the TCP socket.
   void read_descriptor_modes();
-  // The memfds are not needed any more (a first data call in a process
-  // that has not forked since the connection was made, on a link shared
-  // with other connections: one of its own, a re-homed or carried one,
-  // may still be carried into an exec after it was used), or the
-  // connection is done with its RMBs.
+  // The connection is done with its RMBs' memfds, or has no room to keep
+  // them (settle_memfds_locked).
   void close_memfds();
+  // The first data call in a process that has not forked since the
+  // connection was made: the memfds an exec or an SCM_RIGHTS receiver
+  // needs to take the connection along are kept while the process holds
+  // few enough of them (kept_memfd_budget()); beyond, a connection on a
+  // link shared with others closes them (one of its own, a re-homed or
+  // carried one, always keeps them) and would be relayed instead.
   void first_use_locked() {
-    if ((rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && !shared_beyond_process()) [[unlikely]]
-      close_memfds_unless_own_link();
+    if (!memfds_settled_ && (rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && !shared_beyond_process()) [[unlikely]]
+      settle_memfds_locked();
   }
-  void close_memfds_unless_own_link();
+  void settle_memfds_locked();
   // Free room in the peer's RMBE within our send limit, and that window's size.
   uint32_t send_space_locked() const;
   uint32_t send_window_locked() const;
@@ -497,6 +500,8 @@ class Connection {
   int sndtimeo_ms_ = -1;
 
   int rmb_memfd_ = -1, peer_rmb_memfd_ = -1;  // ConnectionSetup::rmb_memfd, peer_rmb_memfd
+  bool memfds_settled_ = false;  // settle_memfds_locked ran
+  bool memfds_counted_ = false;  // counted against kept_memfd_budget()
   LocalRmb rmb_;                   // the memory (the owning registration)
   std::array<LocalRmb, kMaxGroupLinks> rmb_on_{};
   std::array<RemoteRmb, kMaxGroupLinks> peer_rmb_on_{};

@@ -567,7 +567,7 @@ struct ConnRmbs {
   std::array<LocalRmb, kMaxGroupLinks> local{};
   std::array<RemoteRmb, kMaxGroupLinks> peer{};
   // shm: both RMBs' memfds, kept for an exec that may take the connection
-  // along (ConnectionSetup); -1 where the RMB came from a pool.
+  // along (ConnectionSetup); -1 where the RMB came from a pool without one.
   int memfd = -1;
   int peer_memfd = -1;
 };
@@ -627,6 +627,8 @@ bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
   // An RMB the peer already knows (its earlier connection ended in order).
   if (g->shm() && g->take_pooled_rmb(conn_rmb_size(), &r->local)) {
     counters().rmb_reused.fetch_add(1, std::memory_order_relaxed);
+    r->memfd = r->local[0].handle;  // the memfd its last connection left with it, or -1
+    r->local[0].handle = -1;
     return true;
   }
   int primary = g->primary_slot();
@@ -675,9 +677,11 @@ bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, 
     if (mapped.addr) {  // an RMB the peer reuses: mapped by an earlier connection
       if (mapped.size != size) {
         g->return_peer_rmb(&mapped);
+        sys::close_reset(&fd);
         return false;
       }
       p = mapped;
+      r->peer_memfd = fd;  // the memfd that connection left with it, or -1
       return true;
     }
     p.rkey = rkey;

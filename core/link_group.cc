@@ -387,6 +387,8 @@ bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRm
       *tokens = r.tokens;
       *mapped = r.mapped;
       ++r.users;
+      *fd = r.fd;
+      r.fd = -1;
       return true;
     }
     if (r.claimed) continue;
@@ -426,12 +428,16 @@ void LinkGroup::return_peer_rmb(RemoteRmb* m) {
   if (!return_peer_rmb_locked(m) && m->addr) link()->release_remote_rmb(m);
 }
 
-bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m) {
+bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m, int* memfd) {
   for (auto it = peer_rmbs_.begin(); it != peer_rmbs_.end(); ++it) {
     PeerRmb& r = *it;
     if (!names(r.tokens, *m)) continue;
     bool ours = r.mapped.addr == m->addr;
     if (ours) *m = RemoteRmb{};
+    if (ours && memfd && *memfd >= 0 && r.fd < 0 && r.claimed && !r.deleted) {
+      r.fd = *memfd;
+      *memfd = -1;
+    }
     if (r.users > 0) --r.users;
     if (r.deleted && r.users == 0) {
       unmap_peer_rmb_locked(&r);
@@ -461,7 +467,8 @@ size_t LinkGroup::pooled_rmbs() {
 }
 
 std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable) {
+                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable,
+                                                          int* peer_memfd) {
   std::array<uint32_t, kMaxGroupLinks> rkeys{};
   if (shm()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -469,7 +476,7 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
     // goes back (the loop below then unmaps only a mapping of its own).
     for (int i = 0; peer && i < link_slots(); ++i) {
       RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
-      if (r.addr && !r.alias) return_peer_rmb_locked(&r);
+      if (r.addr && !r.alias) return_peer_rmb_locked(&r, i == 0 ? peer_memfd : nullptr);
     }
     LocalRmb& ours = (*local)[0];
     // One link (the handshake builds no second shm link): a pooled RMB

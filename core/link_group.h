@@ -124,7 +124,8 @@ class LinkGroup {
   // came with it), found by its RToken on link `slot`: taken by the
   // handshake whose Accept/Confirm names it.
   // On shm, a peer RMB that an earlier connection mapped comes back as
-  // *mapped (shared with the group, which unmaps it) instead of an fd.
+  // *mapped (shared with the group, which unmaps it), with the memfd an
+  // earlier connection left with it in *fd (or -1).
   bool take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd,
                         RemoteRmb* mapped = nullptr);
   // Our RMB is gone (its connection has ended): tell the peer with DELETE
@@ -142,9 +143,12 @@ class LinkGroup {
   // DELETE RKEY) in a pool for the next connection of its size, and the
   // peer's RMB stays mapped here until the peer deletes it. A subsequent
   // contact on a pooled RMB needs no memfd, no CONFIRM RKEY and no fresh
-  // page faults.
+  // page faults. The memfds go along (ours as local[0].handle, the peer's
+  // from *peer_memfd, which is left -1 if the group took it), so that the
+  // next connection on them can be carried into an exec too.
   std::array<uint32_t, kMaxGroupLinks> free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable = false);
+                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable = false,
+                                                 int* peer_memfd = nullptr);
   // A pooled RMB of `size` (its control page cleared), or false.
   bool take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local);
   size_t pooled_rmbs();
@@ -195,7 +199,7 @@ class LinkGroup {
   };
   struct PeerRmb {
     PeerRmbTokens tokens;
-    int fd = -1;  // shm: the RMB's memfd until claimed
+    int fd = -1;  // shm: the RMB's memfd until claimed; then one a connection left with `mapped`
     bool claimed = false;
     // shm: kept mapped after its connection ended, for the next one the
     // peer names it for; `users` connections map it now.
@@ -206,7 +210,7 @@ class LinkGroup {
   void unmap_peer_rmb_locked(PeerRmb* r);
   // Gives a connection's mapping of the peer's RMB back; false if the group
   // does not know it (the caller unmaps).
-  bool return_peer_rmb_locked(RemoteRmb* r);
+  bool return_peer_rmb_locked(RemoteRmb* r, int* memfd = nullptr);
 
   void handle_llc(int slot, std::span<const uint8_t> msg);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE

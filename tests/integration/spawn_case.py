@@ -144,6 +144,8 @@ def handoff(kind, port):
         os.set_inheritable(fd, True)
         os.posix_spawn(sys.executable, [sys.executable, "-c", echo_prog(fd)], os.environ)
     else:
+        if kind == "handoff_used_subprocess":  # the server writes first (a CGI-style header)
+            conn.sendall(str(conn.getpeername()[1]).encode() + b"\n")
         subprocess.Popen(["cat"], stdin=conn, stdout=conn)
     conn.close()
     print("server: handed over, exiting", flush=True)
