@@ -132,13 +132,20 @@ def handoff(kind, port):
             time.sleep(0.01)
         ours = socket.socket(socket.AF_UNIX)
         ours.connect(path)
-    if kind == "handoff_scm":
+    if kind in ("handoff_scm", "handoff_used_scm"):
         ours, theirs = socket.socketpair()
         subprocess.Popen([sys.executable, __file__, "echo_worker", str(theirs.fileno())], pass_fds=[theirs.fileno()])
         theirs.close()
     conn = accept_one(port)
     fd = conn.fileno()
-    if kind in ("handoff_scm", "handoff_scm_named"):
+    if kind == "handoff_used_scm":  # a read first (nothing there yet: EAGAIN), as a dispatcher's
+        conn.setblocking(False)
+        try:
+            conn.recv(1)
+        except BlockingIOError:
+            pass
+        conn.setblocking(True)
+    if kind in ("handoff_scm", "handoff_scm_named", "handoff_used_scm"):
         socket.send_fds(ours, [b"c"], [fd])
     elif kind == "handoff_spawn":
         os.set_inheritable(fd, True)

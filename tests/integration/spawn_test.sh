@@ -56,9 +56,10 @@ done
 # client streams 16 MiB through the program. Over SMC-R the program owns
 # the connection (its own link, no relay through the server, which is
 # gone): every byte back, in order. handoff_used_subprocess: the server
-# writes a line on the connection before it starts cat (its first use, after
-# which the RMBs' memfds used to be closed: the connection was relayed by the
-# server and ended with it).
+# writes a line on the connection before it starts cat, handoff_used_scm
+# reads (nothing there yet) before it sends it: its first use, after which
+# the RMBs' memfds used to be closed, so the connection was relayed by the
+# server and ended with it.
 run_handoff() {
   local wrap=under_smc port
   [ "$1" = plain ] && wrap=env
@@ -74,7 +75,7 @@ run_handoff() {
   log "$1 $2: client rc=$CRC, server rc=$SRC"
   sed 's/^/  /' <<<"$COUT"$'\n'"$(cat "$TEST_TMP/server.out")"
 }
-for kind in handoff_spawn handoff_subprocess handoff_used_subprocess handoff_scm handoff_scm_named handoff_scm_parent; do
+for kind in handoff_spawn handoff_subprocess handoff_used_subprocess handoff_scm handoff_used_scm handoff_scm_named handoff_scm_parent; do
   run_handoff plain "$kind"
   check "plain TCP, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
   run_handoff smc "$kind"
