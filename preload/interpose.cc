@@ -371,7 +371,7 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   // CONFIRM LINK reply), must not hold a single-threaded server in
   // accept(): its handshake runs on a thread.
   if (req.may_defer_confirm && res.ok() && allowed && !smcr::server_may_run_inline(fd) &&
-      smcr::preload::start_accepting_threaded(fd, res, req, bufs.sndbuf))
+      smcr::preload::start_accepting_threaded(fd, res, req, bufs.sndbuf, accept_flags))
     return 0;
   smcr::HandshakeOutcome o = client ? smcr::clc_client(fd, req) : smcr::clc_server(fd, req);
   if (o.kind == smcr::HandshakeOutcome::Kind::kPendingClient) {
@@ -393,7 +393,7 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   if (o.kind != smcr::HandshakeOutcome::Kind::kSmc && o.kind != smcr::HandshakeOutcome::Kind::kPending) res.release();
   switch (o.kind) {
     case smcr::HandshakeOutcome::Kind::kPending:
-      smcr::preload::start_accepting(fd, o.pending, res, bufs.sndbuf);
+      smcr::preload::start_accepting(fd, o.pending, res, bufs.sndbuf, accept_flags);
       return 0;
     case smcr::HandshakeOutcome::Kind::kPendingClient:  // resolved above
       return 0;

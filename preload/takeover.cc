@@ -156,7 +156,12 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     Connection* c = o.conn;
     if (a->sndbuf) c->set_send_limit(a->sndbuf);
     sys::empty_socket(a->res.engine_end);
-    attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0, false);
+    // Options set before (or on the listener), or while the handshake ran
+    // (they went to the TCP socket: accepting_tcp_fd, which clears the
+    // number's kFdDefaultOptions), are read back from the TCP socket; a
+    // number the application never set one on needs no look.
+    bool default_options = a->state != Accepting::kClosed && (fd_table().flags(a->fd) & kFdDefaultOptions);
+    attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0, default_options);
     a->res = Reserved{};  // the connection's now
     if (a->state == Accepting::kClosed) {
       // The application closed the number before the handshake ended.
@@ -292,7 +297,9 @@ namespace {
 
 // The readiness socket takes `fd` (not readable, not writable) and the
 // registry knows `a` by it; the TCP socket stays at r.tcp.
-void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf) {
+// `accept_flags`: as install()'s.
+void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf,
+                       int accept_flags) {
   // A forked child could not finish an accept its parent's engine is
   // finishing (its relay threads stay with the parent): fork() settles them
   // first. Registered now, not at load: prepare handlers run last
@@ -303,8 +310,8 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   a->fd = fd;
   a->res = r;
   a->sndbuf = sndbuf;
-  int status = sys::fcntl(fd, F_GETFL);
-  int fdflags = sys::fcntl(fd, F_GETFD);
+  int status = accept_flags >= 0 ? ((accept_flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) : sys::fcntl(fd, F_GETFL);
+  int fdflags = accept_flags >= 0 ? ((accept_flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0) : sys::fcntl(fd, F_GETFD);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   sys::fill_socket(r.app_end);  // no POLLOUT before the connection exists
   {
@@ -322,7 +329,7 @@ namespace {
 // The readiness socket takes `fd` and `run` (the rest of a handshake, on
 // the TCP socket) runs on a thread of its own; see start_accepting_threaded.
 bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_flow,
-                    std::function<HandshakeOutcome(int tcp)> run, bool client = false) {
+                    std::function<HandshakeOutcome(int tcp)> run, bool client, int accept_flags) {
   if (g_threaded.fetch_add(1) >= kMaxThreaded) {
     g_threaded.fetch_sub(1);
     return false;
@@ -347,17 +354,20 @@ bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_f
     g_threaded.fetch_sub(1);
     return false;
   }
-  install_accepting(a, fd, r, sndbuf);
+  install_accepting(a, fd, r, sndbuf, accept_flags);
   a->threaded = true;
   return true;
 }
 
 }  // namespace
 
-bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf) {
+bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf,
+                              int accept_flags) {
   HandshakeRequest request = req;
   request.may_defer_confirm = false;
-  if (!start_threaded(fd, r, sndbuf, 0, [request](int tcp) { return clc_server(tcp, request); })) return false;
+  if (!start_threaded(fd, r, sndbuf, 0, [request](int tcp) { return clc_server(tcp, request); }, false,
+                      accept_flags))
+    return false;
   counters().clc_threaded.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -365,16 +375,16 @@ bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest&
 bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* handshake, uint32_t sndbuf,
                                uint32_t short_flow) {
   if (!start_threaded(fd, r, sndbuf, short_flow,
-                      [handshake](int tcp) { return clc_client_finish(tcp, handshake); }, true))
+                      [handshake](int tcp) { return clc_client_finish(tcp, handshake); }, true, -1))
     return false;
   counters().clc_connect_async.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf) {
+void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf, int accept_flags) {
   counters().confirm_deferred.fetch_add(1, std::memory_order_relaxed);
   auto a = std::make_shared<Accepting>();
-  install_accepting(a, fd, r, sndbuf);
+  install_accepting(a, fd, r, sndbuf, accept_flags);
   a->handshake = handshake;
   a->watch_fd = sys::dup_hidden(r.tcp);
   if (a->watch_fd < 0) {  // no descriptor for the engine's watch: finish here

@@ -41,14 +41,16 @@ bool defer_confirm_enabled();
 // (not readable, not writable), and the handshake finishes when the Confirm
 // arrives: on the engine thread, or on an application thread that needs
 // the connection first (await_accepting). `sndbuf`: Connection::set_send_limit.
-void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf);
+// `accept_flags`: accept4()'s, as install()'s.
+void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf, int accept_flags);
 
 // accept() found the client silent through the CLC spin (client_spoke()
 // false): the readiness socket takes `fd` now and the whole server
 // handshake runs on a thread of its own. A fallback to TCP then relays
 // between the TCP socket and the readiness socket, which becomes a plain
 // byte stream. False (nothing done) when too many such handshakes run.
-bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf);
+bool start_accepting_threaded(int fd, const Reserved& r, const HandshakeRequest& req, uint32_t sndbuf,
+                              int accept_flags);
 
 // connect() sent its Proposal and the server's application has not called
 // accept() yet (HandshakeOutcome::kPendingClient): the readiness socket
