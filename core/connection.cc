@@ -303,18 +303,21 @@ int kept_memfd_budget() {
   }();
   return budget;
 }
+
+// Counts one more connection that keeps its memfds; false (nothing counted)
+// past the budget.
+bool count_kept_memfds() {
+  if (g_kept_memfds.fetch_add(1, std::memory_order_relaxed) < kept_memfd_budget()) return true;
+  g_kept_memfds.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
 }  // namespace
 
 void Connection::settle_memfds_locked() {
   memfds_settled_ = true;
-  bool keep = group_ && group_->single_connection();
-  if (!keep && g_kept_memfds.fetch_add(1, std::memory_order_relaxed) < kept_memfd_budget()) {
-    memfds_counted_ = true;
-    keep = true;
-  } else if (!keep) {
-    g_kept_memfds.fetch_sub(1, std::memory_order_relaxed);
-  }
-  if (!keep) {
+  bool own_link = group_ && group_->single_connection();
+  if (!own_link) memfds_counted_ = count_kept_memfds();
+  if (!own_link && !memfds_counted_) {
     close_memfds();
     return;
   }
@@ -2181,13 +2184,10 @@ void Connection::release_resources_locked() {
     bool reusable = peer_closed_ && sent_close_ && !aborted_ && !link_dead_ && !tcp_reset_ && !relayed_ && !foreign();
     // The memfds stay with the RMBs where the group keeps them for the next
     // connection (closed otherwise): that one may be carried too.
-    // (Out of the application's numbers, as settle_memfds_locked does: a
-    // connection closed before its first data call never got there.)
     if (reusable && rmb_memfd_ >= 0 && rmb_on_[0].handle < 0 && rmb_on_[0].addr && !rmb_on_[0].alias) {
-      rmb_on_[0].handle = sys::hide_fd(rmb_memfd_);
+      rmb_on_[0].handle = rmb_memfd_;
       rmb_memfd_ = -1;
     }
-    if (reusable) peer_rmb_memfd_ = sys::hide_fd(peer_rmb_memfd_);
     auto rkeys = group_->free_rmbs(&rmb_on_, &peer_rmb_on_, reusable, reusable ? &peer_rmb_memfd_ : nullptr);
     rmb_ = LocalRmb{};
     if (had_rmb && !link_dead_) group_->announce_rmb_deleted(rkeys);

@@ -600,6 +600,22 @@ bool relay_in_place(Connection* c) {
   return true;
 }
 
+namespace {
+// At exit, once g_exiting is set: waits while offers remain (re-homing, or
+// claimed by a spawned program), at most timeout_ms. No lock (_exit).
+void wait_open_offers_at_exit(int timeout_ms) {
+  int64_t start = sys::now_ms();
+  while (g_open_offers.load() > 0) {
+    // A spawned program asks as it starts: on a loaded machine that may take
+    // longer than a forked child's first use.
+    int64_t allowed = g_passed_offers.load() > 0 ? std::max(timeout_ms, kPassedExitWaitMs) : timeout_ms;
+    if (sys::now_ms() > start + allowed) return;
+    struct timespec ts{0, 2 * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
+}
+}  // namespace
+
 void finish_offers_at_exit(int timeout_ms) {
   std::vector<std::atomic<uint32_t>*> waiting;
   {
@@ -609,19 +625,7 @@ void finish_offers_at_exit(int timeout_ms) {
   }
   g_exiting.store(true);
   for (auto* w : waiting) futex(w, FUTEX_WAKE, INT32_MAX, nullptr);
-  int64_t start = sys::now_ms();
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      if (offers().empty()) return;
-    }
-    // A spawned program asks as it starts: on a loaded machine that may take
-    // longer than a forked child's first use.
-    int64_t allowed = g_passed_offers.load() > 0 ? std::max(timeout_ms, kPassedExitWaitMs) : timeout_ms;
-    if (sys::now_ms() > start + allowed) return;
-    struct timespec ts{0, 2 * 1000000L};
-    nanosleep(&ts, nullptr);
-  }
+  wait_open_offers_at_exit(timeout_ms);
 }
 
 void await_passed_offers_at_exit() {
@@ -630,13 +634,7 @@ void await_passed_offers_at_exit() {
   // handover threads see g_exiting within kOfferCheckMs without a wake.
   if (g_open_offers.load() > 0) {
     g_exiting.store(true);
-    int64_t start = sys::now_ms();
-    while (g_open_offers.load() > 0) {
-      int64_t allowed = g_passed_offers.load() > 0 ? kPassedExitWaitMs : kOpenOffersExitWaitMs;
-      if (sys::now_ms() > start + allowed) break;
-      struct timespec ts{0, 2 * 1000000L};
-      nanosleep(&ts, nullptr);
-    }
+    wait_open_offers_at_exit(kOpenOffersExitWaitMs);
   }
   int64_t deadline = sys::now_ms() + kPassedExitWaitMs;
   while (g_passed_offers.load() > 0 && sys::now_ms() < deadline) {

@@ -435,7 +435,9 @@ bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m, int* memfd) {
     bool ours = r.mapped.addr == m->addr;
     if (ours) *m = RemoteRmb{};
     if (ours && memfd && *memfd >= 0 && r.fd < 0 && r.claimed && !r.deleted) {
-      r.fd = *memfd;
+      // Kept for long: out of the application's numbers (a connection that
+      // ended before its first data call still had it where it came).
+      r.fd = sys::hide_fd(*memfd);
       *memfd = -1;
     }
     if (r.users > 0) --r.users;
@@ -488,6 +490,7 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
       // the old connection may still be inside a ring, and its decrement
       // must find its own increment.
       cdcmem::reset_for_reuse(ours.control);
+      ours.handle = sys::hide_fd(ours.handle);  // kept for long, as return_peer_rmb_locked's
       rmb_pool_.push_back(*local);
       *local = {};
       counters().rmb_pooled.fetch_add(1, std::memory_order_relaxed);

@@ -42,6 +42,18 @@ Reserved reserve(int fd) {
 
 namespace {
 
+// The status (O_NONBLOCK) and descriptor (FD_CLOEXEC) flags of `fd`: from
+// accept4()'s flags when it was just accepted (`accept_flags` >= 0: the
+// application has not seen it), else asked.
+struct DescriptorModes {
+  int status, fdflags;
+};
+DescriptorModes descriptor_modes(int fd, int accept_flags) {
+  if (accept_flags >= 0)
+    return {(accept_flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0, (accept_flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0};
+  return {sys::fcntl(fd, F_GETFL), sys::fcntl(fd, F_GETFD)};
+}
+
 // Gives `c` the TCP socket and both readiness ends of `r`. `default_options`:
 // the application never set the options below (kFdDefaultOptions).
 void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_options) {
@@ -79,8 +91,7 @@ void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_opt
 }  // namespace
 
 void install(int fd, Connection* c, const Reserved& r, int accept_flags) {
-  int status = accept_flags >= 0 ? ((accept_flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) : sys::fcntl(fd, F_GETFL);
-  int fdflags = accept_flags >= 0 ? ((accept_flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0) : sys::fcntl(fd, F_GETFD);
+  auto [status, fdflags] = descriptor_modes(fd, accept_flags);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   attach(c, r, status & O_NONBLOCK, fd_table().flags(fd) & kFdDefaultOptions);
   Connection* old = fd_table().set(fd, c);
@@ -310,8 +321,7 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   a->fd = fd;
   a->res = r;
   a->sndbuf = sndbuf;
-  int status = accept_flags >= 0 ? ((accept_flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0) : sys::fcntl(fd, F_GETFL);
-  int fdflags = accept_flags >= 0 ? ((accept_flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0) : sys::fcntl(fd, F_GETFD);
+  auto [status, fdflags] = descriptor_modes(fd, accept_flags);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   sys::fill_socket(r.app_end);  // no POLLOUT before the connection exists
   {
