@@ -1,8 +1,6 @@
 #include "core/engine.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/un.h>
@@ -29,6 +27,7 @@
 #include "core/link_group.h"
 #include "core/log.h"
 #include "core/sys.h"
+#include "core/threads.h"
 
 namespace smcr {
 
@@ -146,21 +145,14 @@ void Engine::start() {
   } else if (diag >= 0) {
     sys::close(diag);
   }
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  // The engine must not take signals meant for the application.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_create(&t, &attr, [](void* self) -> void* {
-    static_cast<Engine*>(self)->loop();
-    return nullptr;
-  }, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_setname_np(t, "smcr-engine");
+  // Takes no signal meant for the application (threads.h).
+  if (!threads::start_detached(
+          [](void* self) -> void* {
+            static_cast<Engine*>(self)->loop();
+            return nullptr;
+          },
+          this, "smcr-engine"))
+    SMCR_LOG(0, "no thread for the engine: SMC-R connections of this process will not progress");
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include "core/connection.h"
 #include "core/log.h"
 #include "core/sys.h"
+#include "core/worker_pool.h"
 
 namespace smcr::handoff {
 
@@ -521,80 +522,38 @@ void handover(const HandoverArgs& a) {
 
 }  // namespace
 
-namespace {
-// A detached thread with a small stack that takes no signals meant for the
-// application (as the engine).
-bool start_thread(void* (*fn)(void*), void* arg, const char* name) {
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t t;
-  int rc = pthread_create(&t, &attr, fn, arg);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) return false;
-  pthread_setname_np(t, name);
-  return true;
-}
-}  // namespace
-
 bool start_handover(Connection* c, std::initializer_list<int> held) {
-  auto* args = new HandoverArgs{c};
+  HandoverArgs args{c};
   std::vector<int> fds(held);
-  args->held = note_held(fds);
-  args->passed = c->passed();
-  if (args->passed) g_passed_offers.fetch_add(1);
+  args.held = note_held(fds);
+  args.passed = c->passed();
+  if (args.passed) g_passed_offers.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(g_mu);
     offers().push_back(c->handoff_word());
     g_open_offers.fetch_add(1);
   }
-  bool started = start_thread(
-      [](void* p) -> void* {
-        HandoverArgs args = *static_cast<HandoverArgs*>(p);
-        delete static_cast<HandoverArgs*>(p);
-        handover(args);
-        return nullptr;
-      },
-      args, "smcr-handover");
-  if (!started) {
-    if (args->passed) g_passed_offers.fetch_sub(1);
+  if (!workers::run([args] { handover(args); }, "smcr-handover")) {
+    if (args.passed) g_passed_offers.fetch_sub(1);
     forget_offer(c->handoff_word());
-    forget_held(args->held);
-    delete args;
+    forget_held(args.held);
     return false;
   }
   return true;
 }
 
 bool relay_in_place(Connection* c) {
-  auto* r = new RelayArgs{c, -1, -1};
-  if (!c->relay_here(&r->child_fd, &r->own_fd)) {
-    delete r;
-    return false;
-  }
-  int own[] = {r->own_fd};
-  r->held = note_held(own);
-  note_held_as(r->held, c->held_fds());
-  bool started = start_thread(
-      [](void* p) -> void* {
-        RelayArgs args = *static_cast<RelayArgs*>(p);
-        delete static_cast<RelayArgs*>(p);
-        relay(args);
-        return nullptr;
-      },
-      r, "smcr-relay");
-  if (!started) {
+  RelayArgs r{c, -1, -1};
+  if (!c->relay_here(&r.child_fd, &r.own_fd)) return false;
+  int own[] = {r.own_fd};
+  r.held = note_held(own);
+  note_held_as(r.held, c->held_fds());
+  if (!workers::run([r] { relay(r); }, "smcr-relay")) {
     // The stream has no server: its readers see it end.
     SMCR_LOG(0, "conn %08x: no thread for its relay: the connection ends", c->local_token());
-    forget_held(r->held);
-    sys::shutdown(r->child_fd, SHUT_RDWR);
-    sys::close(r->child_fd);
-    delete r;
+    forget_held(r.held);
+    sys::shutdown(r.child_fd, SHUT_RDWR);
+    sys::close(r.child_fd);
     c->app_close(true);
   }
   return true;

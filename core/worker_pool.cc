@@ -1,7 +1,6 @@
 #include "core/worker_pool.h"
 
 #include <pthread.h>
-#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,19 +8,26 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <system_error>
-#include <thread>
+#include <cstring>
+
+#include "core/threads.h"
 
 namespace smcr::workers {
 namespace {
 
-// How long an idle thread waits for the next job before it ends.
+// How long an idle thread waits for the next job before it ends; where
+// the shim's threads must not end (threads.h), it waits for ever.
 constexpr auto kIdleLife = std::chrono::seconds(3);
+
+struct Job {
+  std::function<void()> fn;
+  const char* name;
+};
 
 struct Pool {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::shared_ptr<std::function<void()>>> jobs;
+  std::deque<std::shared_ptr<Job>> jobs;
   int idle = 0;
   std::atomic<int> threads{0};
 };
@@ -44,19 +50,25 @@ Pool* pool() {
 }
 
 void work(Pool* p) {
-  pthread_setname_np(pthread_self(), "smcr-clc");
+  const char* named = kDefaultName;  // set by threads::start_detached
   std::unique_lock<std::mutex> lock(p->mu);
   for (;;) {
     if (p->jobs.empty()) {
       ++p->idle;
-      bool woken = p->cv.wait_for(lock, kIdleLife, [p] { return !p->jobs.empty(); });
+      bool woken = true;
+      if constexpr (threads::kForkSafeStartsOnly) p->cv.wait(lock, [p] { return !p->jobs.empty(); });
+      else woken = p->cv.wait_for(lock, kIdleLife, [p] { return !p->jobs.empty(); });
       --p->idle;
       if (!woken) break;
     }
-    std::shared_ptr<std::function<void()>> job = std::move(p->jobs.front());
+    std::shared_ptr<Job> job = std::move(p->jobs.front());
     p->jobs.pop_front();
     lock.unlock();
-    (*job)();
+    if (std::strcmp(named, job->name) != 0) {  // one system call, only when it changes
+      pthread_setname_np(pthread_self(), job->name);
+      named = job->name;
+    }
+    job->fn();
     job.reset();  // its captures go now, not when the next job comes
     lock.lock();
   }
@@ -65,9 +77,9 @@ void work(Pool* p) {
 
 }  // namespace
 
-bool run(std::function<void()> fn) {
+bool run(std::function<void()> fn, const char* name) {
   Pool* p = pool();
-  auto job = std::make_shared<std::function<void()>>(std::move(fn));
+  auto job = std::make_shared<Job>(Job{std::move(fn), name});
   {
     std::lock_guard<std::mutex> lock(p->mu);
     p->jobs.push_back(job);
@@ -77,21 +89,15 @@ bool run(std::function<void()> fn) {
       return true;
     }
   }
-  // The thread inherits a mask with every signal blocked: none of the
-  // application's lands on it.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  bool started = true;
-  try {
-    p->threads.fetch_add(1, std::memory_order_relaxed);
-    std::thread(work, p).detach();
-  } catch (const std::system_error&) {
-    p->threads.fetch_sub(1, std::memory_order_relaxed);
-    started = false;
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  p->threads.fetch_add(1, std::memory_order_relaxed);
+  bool started = threads::start_detached(
+      [](void* pool) -> void* {
+        work(static_cast<Pool*>(pool));
+        return nullptr;
+      },
+      p, kDefaultName);
   if (started) return true;
+  p->threads.fetch_sub(1, std::memory_order_relaxed);
   // No thread: take the job back unless a thread that became idle took it.
   std::lock_guard<std::mutex> lock(p->mu);
   for (auto it = p->jobs.begin(); it != p->jobs.end(); ++it) {

@@ -3,9 +3,12 @@
 // a short-lived connection about seven system calls (clone3, its stack's
 // madvise, robust list, rseq, name, signal masks) and a cold start; a
 // pooled thread costs a wake-up. Threads take no signals (the
-// application's land elsewhere), are named "smcr-clc" and end after a few
-// seconds without work. A forked child starts with an empty pool: its
-// parent's threads are not its own.
+// application's land elsewhere), are named after their job ("smcr-clc"
+// unless told) and end after a few seconds without work (never, in an
+// ASan build: core/threads.h). The handovers and relays of core/handoff.h
+// run here too, so a process that hands many connections over starts few
+// threads. A forked child starts with an empty pool: its parent's threads
+// are not its own.
 #pragma once
 
 #include <functional>
@@ -14,7 +17,8 @@ namespace smcr::workers {
 
 // Runs `job` on a pooled thread, a new one if none is idle. False if no
 // thread could be had (the caller then does the work itself).
-bool run(std::function<void()> job);
+inline constexpr const char* kDefaultName = "smcr-clc";
+bool run(std::function<void()> job, const char* name = kDefaultName);
 
 // Threads now in the pool (busy or idle), for tests.
 int threads();

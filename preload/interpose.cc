@@ -45,6 +45,7 @@
 #include "core/policy.h"
 #include "core/short_flows.h"
 #include "core/sys.h"
+#include "core/threads.h"
 #include "preload/epoll.h"
 #include "preload/exec_carry.h"
 #include "preload/exec_inherit.h"
@@ -142,6 +143,7 @@ bool table_knows(int fd) {
 }
 
 __attribute__((constructor(101))) void resolve_all() {
+  smcr::threads::install_fork_gate();  // first: see its comment
   smcr::snapshot_env();  // before the program can clear its environment
   smcr::preload::exec_inherit::adopt_from_environment();
   smcr::preload::exec_carry::adopt_from_environment();
