@@ -207,7 +207,7 @@ void Connection::reset_fields() {
   sent_done_ = sent_close_ = sent_abort_ = false;
   peer_done_ = peer_closed_ = false;
   aborted_ = reset_reported_ = tcp_reset_ = link_dead_ = shut_rd_ = app_closed_ = released_ = false;
-  peer_lost_ = linger_abort_ = tcp_gone_ = wrote_after_peer_close_ = false;
+  peer_lost_ = linger_abort_ = tcp_gone_ = shm_link_gone_ = wrote_after_peer_close_ = false;
   user_fds_.store(1);
   handoff_ = nullptr;
   relayed_ = false;
@@ -1922,7 +1922,9 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       errno = EBADF;
       return -1;
     }
-    if (aborted_ || link_dead_ || peer_lost_) {
+    // (A peer whose process ended after reading everything is a closed
+    // peer, below, though its link is gone: peer_vanished_locked.)
+    if (aborted_ || peer_lost_ || (link_dead_ && !peer_closed_)) {
       if (done) return static_cast<ssize_t>(done);
       int e = take_reset_error_locked();
       errno = e ? e : EPIPE;
@@ -2235,8 +2237,12 @@ void Connection::process_item_locked(const InboxItem& item) {
   } else if (item.rehome_fd >= 0) {
     rehome_peer_locked(item.rehome_fd, item.rehome_token);
   } else if (item.down_slot == kAllLinks) {
-    link_dead_ = true;
-    peer_lost_locked("link failed");
+    if (rx_control_) {
+      shm_link_ended_locked();
+    } else {
+      link_dead_ = true;
+      peer_lost_locked("link failed");
+    }
   } else if (item.down_slot >= 0) {
     link_down_locked(item.down_slot);
   } else {
@@ -2307,6 +2313,10 @@ void Connection::on_link_down(int slot) {
 void Connection::link_down_locked(int slot) {
   if (released_ || state_ == CloseState::kClosed || link_dead_ || slot != slot_) return;
   if (fail_over_locked(tx_prod_)) return;
+  if (rx_control_) {
+    shm_link_ended_locked();
+    return;
+  }
   link_dead_ = true;
   peer_lost_locked("link failed, no other link");
 }
@@ -2535,12 +2545,61 @@ void Connection::peer_lost_locked(const char* why) {
   if (app_closed_) release_resources_locked();
 }
 
+// A killed or crashed process's kernel closes its TCP sockets: with a FIN
+// where the process had read everything sent to it, with a reset where it
+// had not. What it read is its last consumer cursor, which it published
+// before it died (in our memory on shm: pulled first, with the data it
+// wrote last). So where it read everything, the application sees what
+// TCP's would after that FIN: end of file after the data, EPOLLRDHUP, the
+// next write accepted and the one after it failing with EPIPE; otherwise
+// TCP's reset (peer_lost_locked). Nothing goes into its RMB again.
+void Connection::peer_vanished_locked(const char* why) {
+  if (released_ || state_ == CloseState::kClosed) return;
+  pull_cdc_locked();
+  bool everything_read = tx_space_.used(tx_prod_, tx_cons_peer_).value_or(1) == 0;
+  if (!everything_read || peer_closed_ || sent_close_ || sent_abort_ || aborted_ || peer_lost_) {
+    link_dead_ = true;
+    peer_lost_locked(why);
+    return;
+  }
+  SMCR_LOG(1, "conn %08x: %s in %s; it had read everything: ended as by its close", local_token_, why,
+           to_string(state_));
+  counters().peer_vanished.fetch_add(1, std::memory_order_relaxed);
+  link_dead_ = true;
+  peer_closed_ = peer_done_ = true;
+  if (tcp_fd_ >= 0) Engine::get().unwatch_tcp(this);
+  apply_close_event_locked(CloseEvent::kPeerClosed);
+  signal_eof_locked();
+}
+
+// On this host (shm) a link ends with the peer's process. Whether that
+// process ended the connection as a TCP socket's end would, its TCP socket
+// says: closed too (the process died) or not (another process holds it: a
+// parent killed while it handed the connection over to its child, whose
+// TCP connection lives on; not TCP's end, so a reset, not end-of-file).
+// Nothing goes into its RMB meanwhile.
+void Connection::shm_link_ended_locked() {
+  if (released_ || state_ == CloseState::kClosed || shm_link_gone_) return;
+  link_dead_ = true;
+  shm_link_gone_ = true;
+  if (tcp_gone_) {
+    peer_vanished_locked("the peer's process ended (shm link and TCP closed)");
+    return;
+  }
+  timer_deadline_.store(sys::now_ms() + kTcpGoneGraceMs);
+  Engine::get().arm_timer(this);
+}
+
 void Connection::on_tcp_peer_gone() {
   std::lock_guard<Connection> lock(*this);
   if (released_ || state_ == CloseState::kClosed || peer_closed_ || tcp_gone_) return;
   // The peer's C or A may still be in flight on the fabric (it closes TCP
   // right after posting it): give it a moment before declaring the peer lost.
   tcp_gone_ = true;
+  if (shm_link_gone_) {  // nothing more can come on the fabric: no grace
+    peer_vanished_locked("the peer's process ended (shm link and TCP closed)");
+    return;
+  }
   timer_deadline_.store(sys::now_ms() + kTcpGoneGraceMs);
   Engine::get().arm_timer(this);
 }
@@ -2551,7 +2610,11 @@ void Connection::on_timer(int64_t now_ms) {
   if (d == 0 || now_ms < d || released_) return;
   timer_deadline_.store(0);
   if (tcp_gone_ && !peer_closed_ && state_ != CloseState::kClosed) {
-    peer_lost_locked("peer's TCP connection closed without an SMC-R close");
+    peer_vanished_locked("peer's TCP connection closed without an SMC-R close");
+    return;
+  }
+  if (shm_link_gone_ && !peer_closed_ && state_ != CloseState::kClosed) {
+    peer_lost_locked("shm link ended, the TCP connection did not");
     return;
   }
   apply_close_event_locked(CloseEvent::kTimeout);

@@ -342,6 +342,10 @@ class Connection {
   void drain_inbox_locked();
   void reset_fields();
   void peer_lost_locked(const char* why);
+  // The peer's process ended without an SMC-R close: TCP's end if it had
+  // read everything (connection.cc), peer_lost_locked's reset if not.
+  void peer_vanished_locked(const char* why);
+  void shm_link_ended_locked();
   void release_resources_locked();
   // The next CDC (a new sequence number) with the current cursors and flags.
   cdc::Message next_cdc_locked(bool done, bool close, bool abort);
@@ -576,6 +580,7 @@ class Connection {
   bool link_dead_ = false;
   bool peer_lost_ = false;         // link failed: readable data stays, then ECONNRESET
   bool tcp_gone_ = false;          // the peer's TCP socket closed before its SMC-R close
+  bool shm_link_gone_ = false;     // the shm link ended: the TCP socket's end decides (shm_link_ended_locked)
   bool shut_rd_ = false;
   bool app_closed_ = false;
   bool released_ = false;

@@ -199,6 +199,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("clc_connect_async", c.clc_connect_async);
   f("clc_abandoned", c.clc_abandoned);
   f("aborts", c.aborts);
+  f("peer_vanished", c.peer_vanished);
   f("handovers", c.handovers);
   f("rehomed", c.rehomed);
   f("adopted", c.adopted);

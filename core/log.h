@@ -66,6 +66,7 @@ struct Counters {
   std::atomic<uint64_t> clc_connect_async{0};  // connect()s whose server had not accepted yet: the CLC finished on a thread
   std::atomic<uint64_t> clc_abandoned{0};  // handshakes on a thread whose application closed the fd first (not a fallback)
   std::atomic<uint64_t> aborts{0};
+  std::atomic<uint64_t> peer_vanished{0};  // peers whose process ended unclosed, having read everything (a FIN, not a reset)
   std::atomic<uint64_t> handovers{0};     // connections relayed to a forked child
   std::atomic<uint64_t> rehomed{0};       // connections given to a forked child with a link of its own
   std::atomic<uint64_t> adopted{0};       // connections taken from the parent process that way
