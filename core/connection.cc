@@ -1042,6 +1042,7 @@ void Connection::process_exit() {
     if (hand_over_locked()) return;
     unref();
   }
+  pull_cdc_locked();  // unread bytes make it a reset: see close_for_app_locked
   app_closed_ = true;
   apply_close_event_locked(linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
 }
@@ -1524,17 +1525,18 @@ void Connection::pull_cdc_locked() {
     // and flags.)
     rx_urgent_seen_valid_ = true;
     rx_urgent_seen_ = urgent.seq;
-    if (urgent.seq != m.seq && (!rx_seq_seen_ || cdc::seq_newer(urgent.seq, rx_seq_))) {
-      cdc::Message u;
-      u.seq = urgent.seq;
-      u.alert_token = local_token_;
-      u.producer = urgent.producer;
-      u.consumer = tx_cons_peer_;
-      u.flags.urgent_pending = u.flags.urgent_present = true;
-      process_cdc_locked(u);
-    }
+    cdc::Message u;
+    u.seq = urgent.seq;
+    u.alert_token = local_token_;
+    u.producer = urgent.producer;
+    u.consumer = tx_cons_peer_;
+    u.flags.urgent_pending = u.flags.urgent_present = true;
+    // Older than what we know already (by its cursor: see CdcSource), it
+    // came on the link.
+    if (urgent.seq != m.seq && !(rx_seq_seen_ && cdc_cursors_behind_locked(u)))
+      process_cdc_locked(u, CdcSource::kMemory);
   }
-  process_cdc_locked(m);
+  process_cdc_locked(m, CdcSource::kMemory);
 }
 
 void Connection::send_bell_locked() {
@@ -1935,10 +1937,11 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       // As TCP after the peer's close (FIN, its socket gone): this write is
       // accepted, and the peer's RST that answers it fails the next one
       // with EPIPE. Nothing may go into the peer's RMB after its C, so the
-      // bytes go nowhere, as they would have.
+      // bytes go nowhere, as they would have. TCP takes no more than its
+      // buffer holds before the RST comes: a window's worth, not 64 MB.
       wrote_after_peer_close_ = true;
       signal_reset_locked();
-      return static_cast<ssize_t>(want);
+      return static_cast<ssize_t>(std::min<size_t>(want, std::max<uint32_t>(send_window_locked(), 1)));
     }
     // As TCP: writing nothing after the peer's close (FIN, and no RST yet)
     // is no error.
@@ -2096,6 +2099,9 @@ void Connection::app_close(bool abortive) {
 void Connection::close_for_app_locked(std::unique_lock<Connection>& lock, bool abortive) {
   if (!app_closed_) {
     app_closed_ = true;
+    // Whether bytes are unread (then a close resets, as TCP's) is decided by
+    // the peer's latest cursor, which may be in memory and not seen yet.
+    pull_cdc_locked();
     if (short_flow_key_)
       shortflows::ended(short_flow_key_, tx_writes_, tx_bytes_ + rx_bytes_, sys::now_ms());
     apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
@@ -2439,7 +2445,16 @@ std::optional<uint32_t> Connection::unread_up_to_locked(const cdc::Cursor& produ
   return rx_space_.in_range(producer) ? rx_space_.used(producer, rx_cons_) : std::nullopt;
 }
 
-void Connection::process_cdc_locked(const cdc::Message& m) {
+bool Connection::cdc_cursors_behind_locked(const cdc::Message& m) const {
+  auto known_unread = rx_space_.used(rx_prod_, rx_cons_);
+  auto unread = unread_up_to_locked(m.producer);
+  if (known_unread && (!unread || *unread < *known_unread)) return true;
+  auto known_out = tx_space_.used(tx_prod_, tx_cons_peer_);
+  auto out = tx_space_.in_range(m.consumer) ? tx_space_.used(tx_prod_, m.consumer) : std::nullopt;
+  return known_out && (!out || *out > *known_out);
+}
+
+void Connection::process_cdc_locked(const cdc::Message& m, CdcSource from) {
   if (released_ || state_ == CloseState::kClosed) return;
   counters().cdc_received.fetch_add(1, std::memory_order_relaxed);
   if (m.flags.failover_validation) {
@@ -2453,8 +2468,18 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
     }
     return;
   }
-  if (rx_seq_seen_ && !cdc::seq_newer(m.seq, rx_seq_)) {
+  if (from == CdcSource::kMemory) {
+    // Newest by construction; the one a link message already brought (same
+    // sequence number and cursors) needs nothing more.
+    if (rx_seq_seen_ && m.seq == rx_seq_ && m.producer == rx_prod_ && m.consumer == tx_cons_peer_) return;
+  } else if (rx_seq_seen_ && !cdc::seq_newer(m.seq, rx_seq_)) {
     SMCR_LOG(2, "conn %08x: stale CDC seq %u (last %u) discarded", local_token_, m.seq, rx_seq_);
+    return;
+  } else if (rx_control_ && cdc_cursors_behind_locked(m)) {
+    // Newer by its number only because the page moved us more than half
+    // the sequence space ahead of the link.
+    SMCR_LOG(2, "conn %08x: CDC seq %u from the link is behind the control page's (seq %u) discarded", local_token_,
+             m.seq, rx_seq_);
     return;
   }
   rx_seq_ = m.seq;
@@ -2517,6 +2542,10 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
     if (tcp_fd_ >= 0) Engine::get().unwatch_tcp(this);
     apply_close_event_locked(CloseEvent::kPeerClosed);
     signal_eof_locked();
+    // A writer waiting for a window the peer will never open again (it
+    // closed with our bytes unread: TCP's peer would reset) goes on to the
+    // after-close path in sendv rather than wait for ever.
+    make_writable_locked();
   } else if (m.flags.peer_done_writing && !peer_done_) {
     peer_done_ = true;
     apply_close_event_locked(CloseEvent::kPeerDone);
@@ -2533,7 +2562,7 @@ void Connection::process_cdc_locked(const cdc::Message& m) {
 void Connection::peer_lost_locked(const char* why) {
   if (released_ || state_ == CloseState::kClosed) return;
   SMCR_LOG(1, "conn %08x: %s in %s", local_token_, why, to_string(state_));
-  if (!sent_close_ && !sent_abort_ && !peer_closed_) {
+  if (!sent_close_ && !sent_abort_ && !peer_closed_ && !aborted_) {
     peer_lost_ = true;
     counters().aborts.fetch_add(1, std::memory_order_relaxed);
   }
@@ -2582,6 +2611,12 @@ void Connection::shm_link_ended_locked() {
   if (released_ || state_ == CloseState::kClosed || shm_link_gone_) return;
   link_dead_ = true;
   shm_link_gone_ = true;
+  // Closing already (its C or A came, or ours went): the end is decided;
+  // the link's end only wakes a writer waiting for a window it will not get.
+  if (peer_closed_ || sent_close_ || sent_abort_ || aborted_ || peer_lost_) {
+    peer_lost_locked("link failed");
+    return;
+  }
   if (tcp_gone_) {
     peer_vanished_locked("the peer's process ended (shm link and TCP closed)");
     return;

@@ -328,7 +328,15 @@ class Connection {
   void discard_inbox_locked();
   // What the inbox holds, emptying it.
   std::vector<InboxItem> take_inbox();
-  void process_cdc_locked(const cdc::Message& m);
+  // Where a CDC came from. The control page always holds the newest CDC
+  // the peer published, however many it published since we last looked
+  // (a parked reader, a small-write flood: 65,536 and more), so its 16-bit
+  // sequence number may have wrapped past ours: it is judged by its
+  // cursors, not by serial arithmetic. A link CDC may lag behind the page.
+  enum class CdcSource : uint8_t { kLink, kMemory };
+  void process_cdc_locked(const cdc::Message& m, CdcSource from = CdcSource::kLink);
+  // The cursors of `m` are behind what we know (an older CDC).
+  bool cdc_cursors_behind_locked(const cdc::Message& m) const;
   void link_down_locked(int slot);
   // Moves to another link of the group, writing our bytes in
   // [peer's consumer cursor, replay_end) again; false if there is none.

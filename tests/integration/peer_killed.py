@@ -12,7 +12,12 @@ accepted and the one after fails with EPIPE), a reset where it had not.
 Modes: idle (all read), unread (100 bytes the server never read), blocked
 (the client is in recv() when the kill comes), data (the server's last 100
 KB still unread by the client: all of it, then end-of-file), epoll (what
-epoll_wait reports for EPOLLIN|EPOLLRDHUP).
+epoll_wait reports for EPOLLIN|EPOLLRDHUP), writing (the client is in a
+blocking sendall() of 64 MB the server does not read when the kill comes:
+the send fails, it does not hang), exiting (the same, but the server exits
+on its own, its data unread, instead of being killed), closing (the server
+reads everything and closes, then the client writes 64 MB: as TCP, what its
+buffer takes is accepted, then EPIPE; it neither hangs nor takes all).
 """
 import errno
 import os
@@ -34,6 +39,17 @@ def server(port):
     mode = c.recv(1)
     c.sendall(b"x" * 100000 if mode == b"d" else b"hi")
     c.sendall(b"!")  # everything is written
+    if mode == b"X":
+        c.recv(65536)
+        time.sleep(0.3)
+        sys.exit(0)
+    if mode == b"Y":
+        got = 0
+        while got < 1000:
+            got += len(c.recv(1000 - got))
+        c.close()
+        time.sleep(0.5)
+        sys.exit(0)
     time.sleep(3600)
 
 
@@ -43,7 +59,7 @@ def err(e):
 
 def client(port, mode, pid):
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(mode[:1].encode())
+    s.sendall({"exiting": b"X", "closing": b"Y"}.get(mode, mode[:1].encode()))
     want = 100001 if mode == "data" else 3
     if mode != "data":
         got = b""
@@ -55,6 +71,19 @@ def client(port, mode, pid):
         s.sendall(b"u" * 100)
         time.sleep(0.2)
     out = [mode]
+    if mode in ("writing", "exiting", "closing"):
+        if mode == "closing":
+            s.sendall(b"c" * 1000)
+            time.sleep(0.2)  # read, and closed: a FIN, not a reset
+        if mode == "writing":
+            threading.Timer(0.3, lambda: os.kill(pid, signal.SIGKILL)).start()
+        try:
+            s.sendall(b"w" * (64 << 20))
+            out.append("sendall=ok")
+        except OSError:
+            out.append("sendall=failed")
+        print(" ".join(out), flush=True)
+        return
     if mode == "blocked":
         threading.Timer(0.3, lambda: os.kill(pid, signal.SIGKILL)).start()
     else:
