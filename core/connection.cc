@@ -1914,6 +1914,17 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
 ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
   size_t want = iov_total(iov, iovcnt);
+  // SIGPIPE is raised once the connection is unlocked: a handler that
+  // writes to (or closes) this socket must not find it held.
+  struct SigpipeAfterUnlock {
+    bool raise = false;
+    ~SigpipeAfterUnlock() {
+      if (!raise) return;
+      int saved = errno;
+      pthread_kill(pthread_self(), SIGPIPE);
+      errno = saved;
+    }
+  } sigpipe;
   std::unique_lock<Connection> lock(*this);
   first_use_locked();
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
@@ -1930,7 +1941,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       if (done) return static_cast<ssize_t>(done);
       int e = take_reset_error_locked();
       errno = e ? e : EPIPE;
-      if (errno == EPIPE && !(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+      sigpipe.raise = errno == EPIPE && !(flags & MSG_NOSIGNAL);
       return -1;
     }
     if (peer_closed_ && !local_write_closed(state_) && !wrote_after_peer_close_ && !reset_reported_ && want > 0) {
@@ -1949,7 +1960,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     if (local_write_closed(state_) || peer_closed_) {
       if (done) return static_cast<ssize_t>(done);
       take_reset_error_locked();
-      if (!(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+      sigpipe.raise = !(flags & MSG_NOSIGNAL);
       errno = EPIPE;
       return -1;
     }
@@ -2474,12 +2485,6 @@ void Connection::process_cdc_locked(const cdc::Message& m, CdcSource from) {
     if (rx_seq_seen_ && m.seq == rx_seq_ && m.producer == rx_prod_ && m.consumer == tx_cons_peer_) return;
   } else if (rx_seq_seen_ && !cdc::seq_newer(m.seq, rx_seq_)) {
     SMCR_LOG(2, "conn %08x: stale CDC seq %u (last %u) discarded", local_token_, m.seq, rx_seq_);
-    return;
-  } else if (rx_control_ && cdc_cursors_behind_locked(m)) {
-    // Newer by its number only because the page moved us more than half
-    // the sequence space ahead of the link.
-    SMCR_LOG(2, "conn %08x: CDC seq %u from the link is behind the control page's (seq %u) discarded", local_token_,
-             m.seq, rx_seq_);
     return;
   }
   rx_seq_ = m.seq;

@@ -331,11 +331,13 @@ class Connection {
   // Where a CDC came from. The control page always holds the newest CDC
   // the peer published, however many it published since we last looked
   // (a parked reader, a small-write flood: 65,536 and more), so its 16-bit
-  // sequence number may have wrapped past ours: it is judged by its
-  // cursors, not by serial arithmetic. A link CDC may lag behind the page.
+  // sequence number may have wrapped past ours: it is never stale (its
+  // cursors are validated as any CDC's). A link CDC (every CDC on RDMA) is
+  // judged by serial arithmetic: the link delivers in order, and on shm it
+  // carries only state changes, never 32,768 CDCs behind the page.
   enum class CdcSource : uint8_t { kLink, kMemory };
   void process_cdc_locked(const cdc::Message& m, CdcSource from = CdcSource::kLink);
-  // The cursors of `m` are behind what we know (an older CDC).
+  // The cursors of `m` are behind what we know (an older urgent record).
   bool cdc_cursors_behind_locked(const cdc::Message& m) const;
   void link_down_locked(int slot);
   // Moves to another link of the group, writing our bytes in

@@ -231,13 +231,19 @@ class EpollGroup final : public ReadinessDeferral {
     arm_parked();
   }
 
-  // Events of parked connections that have data, into out[0..max).
+  // Events of parked connections that have data, into out[0..max). Round
+  // robin, as the kernel's ready list (an fd it reports goes to the back):
+  // each call starts after the last connection the previous one reported,
+  // so busy connections beyond `max` are not starved by the first ones.
   int collect(epoll_event* out, int max) {
     if (!has_parked_.load(std::memory_order_relaxed)) return 0;
     std::lock_guard<std::recursive_mutex> lock(mu_);
     int n = 0;
     bool dropped = false;
-    for (size_t i = 0; i < parked_.size(); ++i) {
+    const size_t count = parked_.size();
+    const size_t start = count ? rotation_ % count : 0;
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = (start + k) % count;
       auto it = regs_.find(parked_[i]);
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
@@ -258,6 +264,7 @@ class EpollGroup final : public ReadinessDeferral {
                             (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
             out[n].data.u64 = reg.data;
             ++n;
+            rotation_ = i + 1;
           }
           break;
         case Connection::Parked::kBusy:
@@ -279,6 +286,21 @@ class EpollGroup final : public ReadinessDeferral {
   }
 
   bool has_parked() const { return has_parked_.load(std::memory_order_relaxed); }
+
+  // With room for one event only, whether this call looks at the kernel's
+  // set before the parked connections: every fourth call after events came
+  // from memory, so that fds the kernel reports (a listener, a pipe, an
+  // armed connection) are not starved by parked ones that always have data.
+  bool kernel_turn() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (memory_streak_ < 3) return false;
+    memory_streak_ = 0;
+    return true;
+  }
+  void returned(bool from_memory) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    memory_streak_ = from_memory ? memory_streak_ + 1 : 0;
+  }
 
   // A thread is about to sleep in the kernel: no connection stays parked.
   void before_sleep() {
@@ -344,6 +366,8 @@ class EpollGroup final : public ReadinessDeferral {
   std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
+  size_t rotation_ = 0;           // collect: where the next call starts in parked_
+  uint32_t memory_streak_ = 0;    // kernel_turn: calls answered from memory alone
   SpinBackoff spin_, probe_;
 };
 
@@ -457,8 +481,16 @@ template <typename WaitKernel>
 int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_event* events, int maxevents,
                        long long timeout_ns) {
   g->resolve_pending();
-  int n = g->collect(events, maxevents);
-  if (n == maxevents) return n;
+  // The kernel's set gets a look whenever memory answers (below): with one
+  // slot left for it, or, with room for one event only, on its turn.
+  if (maxevents == 1 && g->has_parked() && g->kernel_turn()) {
+    if (int k = wait_kernel(events, 1, 0); k != 0) return k;
+  }
+  int n = g->collect(events, maxevents > 1 ? maxevents - 1 : 1);
+  if (n == maxevents) {
+    g->returned(true);
+    return n;
+  }
   bool blocking = timeout_ns != 0;
   int64_t budget = 0;
   bool spin = false;
@@ -480,7 +512,10 @@ int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_even
       if (k > 0) g->probe().hit();
       else g->probe().missed();
     }
-    if (n + k > 0 || !blocking) return n + k;
+    if (n + k > 0 || !blocking) {
+      g->returned(k == 0 && n > 0);
+      return n + k;
+    }
   }
   int64_t start = sys::now_ns();
   if (spin) {

@@ -208,7 +208,7 @@ struct ConnRef {
   // `claim`: a call that uses the connection's stream (every data call:
   // io_flags given) claims an inherited connection its owner has let go
   // of, and waits for it (core/handoff.h); others leave it where it is.
-  explicit ConnRef(int fd, int io_flags = kNotIo, bool claim = false) : c(fd_table().get(fd)) {
+  explicit ConnRef(int fd, int io_flags = kNotIo, bool claim = false, bool write = false) : c(fd_table().get(fd)) {
     if (!c) {
       uint8_t kind = fd_table().kind(fd);
       if (kind == smcr::preload::kFdTcp && (fd_table().flags(fd) & smcr::preload::kFdClcInline)) {
@@ -216,7 +216,8 @@ struct ConnRef {
         c = fd_table().get(fd);
         kind = fd_table().kind(fd);
       }
-      if (!c && kind == smcr::preload::kFdAccepting) c = smcr::preload::await_accepting(fd, io_flags, &refused);
+      if (!c && kind == smcr::preload::kFdAccepting)
+        c = smcr::preload::await_accepting(fd, io_flags, &refused, write);
       else if (!c && kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
     }
     if (c && c->foreign()) {
@@ -793,7 +794,7 @@ ssize_t read(int fd, void* buf, size_t n) {
 
 ssize_t write(int fd, const void* buf, size_t n) {
   REAL(write);
-  ConnRef c(fd, 0);
+  ConnRef c(fd, 0, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_write(fd, buf, n);
   return smc_send(c.c, buf, n, 0);
@@ -813,7 +814,7 @@ ssize_t readv(int fd, const struct iovec* iov, int cnt) {
 
 ssize_t writev(int fd, const struct iovec* iov, int cnt) {
   REAL(writev);
-  ConnRef c(fd, 0);
+  ConnRef c(fd, 0, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_writev(fd, iov, cnt);
   if (cnt < 0 || cnt > IOV_MAX) {
@@ -833,7 +834,7 @@ ssize_t recv(int fd, void* buf, size_t n, int flags) {
 
 ssize_t send(int fd, const void* buf, size_t n, int flags) {
   REAL(send);
-  ConnRef c(fd, flags);
+  ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_send(fd, buf, n, flags);
   return smc_send(c.c, buf, n, flags);
@@ -851,7 +852,7 @@ ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, 
 
 ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t alen) {
   REAL(sendto);
-  ConnRef c(fd, flags);
+  ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendto(fd, buf, n, flags, addr, alen);
   return smc_send(c.c, buf, n, flags);  // a connected TCP socket ignores the address
@@ -882,7 +883,7 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
 ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   REAL(sendmsg);
   if (m && m->msg_controllen) fds_passed(fd, m);
-  ConnRef c(fd, flags);
+  ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendmsg(fd, m, flags);
   if (m->msg_iovlen > IOV_MAX) {
@@ -992,7 +993,13 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
     fd_table().clear_flags(fd, smcr::preload::kFdDefaultOptions);
   // Inherited from the parent (handed over or not): options are the TCP
   // socket's (TCP_NODELAY on the relayed stream socket would fail).
-  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_setsockopt(tcp, level, name, val, len);
+  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) {
+    int rc = real_setsockopt(tcp, level, name, val, len);
+    if (rc == 0 && level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_SNDBUFFORCE) &&
+        fd_table().kind(fd) == smcr::preload::kFdAccepting)
+      smcr::preload::note_accepting_sndbuf(fd, granted_buffer(tcp, name));
+    return rc;
+  }
   ConnRef c(fd);
   if (!c) {
     int rc = real_setsockopt(fd, level, name, val, len);
@@ -1181,7 +1188,7 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
     errno = EINVAL;
     return -1;
   }
-  ConnRef c(out_fd, 0);
+  ConnRef c(out_fd, 0, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendfile(out_fd, in_fd, offset, count);
   char buf[kCopyChunk];
@@ -1295,7 +1302,7 @@ int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
   REAL(sendmmsg);
   for (unsigned int i = 0; msgs && i < vlen; ++i)
     if (msgs[i].msg_hdr.msg_controllen) fds_passed(fd, &msgs[i].msg_hdr);
-  ConnRef c(fd, flags);
+  ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendmmsg(fd, msgs, vlen, flags);
   unsigned int sent = 0;

@@ -411,11 +411,19 @@ void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint3
   });
 }
 
-Connection* await_accepting(int fd, int io_flags, int* refused_errno) {
+void note_accepting_sndbuf(int fd, uint32_t granted) {
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a) return;
+  std::lock_guard<std::mutex> lock(a->mu);
+  a->sndbuf = granted;
+}
+
+Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write) {
   *refused_errno = 0;
   std::shared_ptr<Accepting> a = find(fd);
   if (!a) return fd_table().get(fd);  // it ended meanwhile
   bool nonblocking = io_flags != kNotIo && ((io_flags & MSG_DONTWAIT) || (sys::fcntl(fd, F_GETFL) & O_NONBLOCK));
+  const int64_t nonblocking_until = write ? sys::now_ms() + kNonblockingWriteWaitMs : 0;
   bool waited = false;
   for (;;) {
     int64_t deadline;
@@ -438,12 +446,13 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno) {
         case Accepting::kWaiting:
           break;
       }
-      if (nonblocking) {
+      if (nonblocking && sys::now_ms() >= nonblocking_until) {
         *refused_errno = EAGAIN;
         return nullptr;
       }
       // A threaded handshake ends by its own CLC deadline.
       deadline = a->handshake ? confirm_deadline(a->handshake) : sys::now_ms() + 50;
+      if (nonblocking) deadline = std::min(deadline, nonblocking_until);
       if (!waited) counters().confirm_waits.fetch_add(1, std::memory_order_relaxed);
       waited = true;
     }

@@ -79,12 +79,22 @@ int accepting_tcp_fd(int fd);
 // A call on a number of kind kFdAccepting with no connection in the table.
 // io_flags < 0 (kNotIo): not a data call; waits for the handshake's end,
 // whatever O_NONBLOCK says. io_flags >= 0: a data call with these MSG_*
-// flags; a non-blocking one does not wait. Returns the referenced
-// connection, or null: then *refused_errno is the call's errno (EAGAIN, or
-// ECONNRESET once after a failed handshake), or 0 for "do the call on the
-// socket at the number" (the handshake failed and its error was reported).
+// flags; a non-blocking read does not wait, a non-blocking write (`write`)
+// waits up to kNonblockingWriteWaitMs: a fresh TCP socket takes a first
+// write at once (server-first protocols greet right after accept()), and
+// the handshake's end is normally a matter of microseconds. Returns the
+// referenced connection, or null: then *refused_errno is the call's errno
+// (EAGAIN, or ECONNRESET once after a failed handshake), or 0 for "do the
+// call on the socket at the number" (the handshake failed and its error
+// was reported).
 constexpr int kNotIo = INT_MIN;
-Connection* await_accepting(int fd, int io_flags, int* refused_errno);
+constexpr int kNonblockingWriteWaitMs = 20;
+Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write = false);
+
+// setsockopt(SO_SNDBUF) on a number still accepting went to its TCP
+// socket: the connection's send window follows it (`granted`: the size
+// the kernel gave, as getsockopt reports it halved).
+void note_accepting_sndbuf(int fd, uint32_t granted);
 
 // close(), or dup2/dup3 onto it: true when `fd` was still accepting (the
 // handshake is abandoned or its connection closed when it ends) and

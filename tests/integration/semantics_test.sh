@@ -269,6 +269,19 @@ done
 # thread (clc_threaded) and also returns before the Confirm.
 check "those accept()s returned before the Confirm ($(stat_sum confirm_deferred) deferred, $(stat_sum clc_threaded) threaded, $(stat_sum confirm_waits) calls waited for one)" \
   [ $(( $(stat_sum confirm_deferred) + $(stat_sum clc_threaded) )) -ge 4 -a "$(stat_sum confirm_waits)" -ge 1 -a "$(stat_sum smc_passive)" = 5 ]
+# The same under CPU load (two busy loops on the two CPUs): the client's
+# Proposal misses the server's CLC spin and accept() returns with the
+# handshake on a thread. The first non-blocking send on it failed with
+# EAGAIN, which a fresh TCP socket never gives (29 runs in 30), and the
+# SO_SNDBUF set meanwhile was lost when the connection was installed.
+busy_pids=()
+for _ in 1 2; do (end=$((SECONDS + 30)); while [ $SECONDS -lt $end ]; do :; done) & busy_pids+=($!); done
+loaded_ok=0
+for _ in $(seq 1 10); do
+  READINESS_ONLY=buffer_sizes under_smc timeout 30 "$R" 2>&1 | grep -q "^case=buffer_sizes ok=1" && loaded_ok=$((loaded_ok + 1))
+done
+kill "${busy_pids[@]}" 2>/dev/null; wait "${busy_pids[@]}" 2>/dev/null
+check "SMC-R under CPU load: buffer_sizes as over TCP in every run ($loaded_ok of 10)" [ "$loaded_ok" = 10 ]
 # A client whose Confirm comes after the server's CLC deadline (a hostile or
 # stuck peer): accept() returned at once, the server's read fails with
 # ECONNRESET at the deadline, and the client's connection ends too.

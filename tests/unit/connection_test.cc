@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <string>
 
@@ -280,6 +281,39 @@ TEST_F(ConnectionTest, PeerDoneGivesEofAfterData) {
   EXPECT_EQ(read_app(&got), 4);
   EXPECT_EQ(read_app(&got), 0);
   EXPECT_EQ(conn_->state(), CloseState::kAppCloseWait1);
+}
+
+Connection* g_sigpipe_conn = nullptr;
+volatile sig_atomic_t g_sigpipe_handler_send = 0;  // 1: sent; -errno: failed
+
+void send_again_on_sigpipe(int) {
+  char b = 'z';
+  iovec iov{&b, 1};
+  g_sigpipe_handler_send = g_sigpipe_conn->sendv(&iov, 1, MSG_NOSIGNAL) < 0 ? -errno : 1;
+}
+
+// As with TCP, a SIGPIPE handler may use the socket whose write raised it
+// (log through it, close it): the signal comes after the connection is
+// unlocked. Raised under its lock, this handler's send deadlocked.
+TEST_F(ConnectionTest, SigpipeHandlerMayUseTheSocket) {
+  cdc::Flags f;
+  f.peer_conn_abort = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  barrier();
+  struct sigaction sa {}, old{};
+  sa.sa_handler = send_again_on_sigpipe;
+  ASSERT_EQ(sigaction(SIGPIPE, &sa, &old), 0);
+  g_sigpipe_conn = conn_;
+  char b = 'x';
+  iovec iov{&b, 1};
+  errno = 0;
+  EXPECT_EQ(conn_->sendv(&iov, 1, 0), -1);
+  EXPECT_EQ(errno, ECONNRESET);  // the reset is reported once, no signal
+  EXPECT_EQ(g_sigpipe_handler_send, 0);
+  EXPECT_EQ(conn_->sendv(&iov, 1, 0), -1);
+  EXPECT_EQ(errno, EPIPE);  // the handler's own failure did not change it
+  EXPECT_EQ(g_sigpipe_handler_send, -EPIPE);
+  sigaction(SIGPIPE, &old, nullptr);
 }
 
 TEST_F(ConnectionTest, PeerVanishingResetsAfterBufferedData) {
