@@ -17,6 +17,8 @@ import socket
 import sys
 import time
 
+from sockutil import listen_local
+
 BUSY = 3
 
 
@@ -42,10 +44,7 @@ def client(port):
 
 
 def server(port, maxevents):
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(8)
+    listener = listen_local(port, 8)
     pid = os.fork()
     if pid == 0:
         listener.close()

@@ -16,6 +16,8 @@ import socket
 import sys
 import time
 
+from sockutil import listen_local
+
 N = 40000
 
 
@@ -44,10 +46,7 @@ def drain(s, mode):
 
 
 def main(port, mode):
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(1)
+    listener = listen_local(port, 1)
     pid = os.fork()
     if pid == 0:
         listener.close()

@@ -10,3 +10,13 @@ def recv_up_to(sock, n):
             break
         got += chunk
     return got
+
+
+def listen_local(port, backlog):
+    """A listening socket on 127.0.0.1:port (SO_REUSEADDR)."""
+    import socket
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(backlog)
+    return listener
