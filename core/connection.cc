@@ -1531,10 +1531,13 @@ void Connection::pull_cdc_locked() {
     u.producer = urgent.producer;
     u.consumer = tx_cons_peer_;
     u.flags.urgent_pending = u.flags.urgent_present = true;
-    // Older than what we know already (by its cursor: see CdcSource), it
-    // came on the link.
-    if (urgent.seq != m.seq && !(rx_seq_seen_ && cdc_cursors_behind_locked(u)))
-      process_cdc_locked(u, CdcSource::kMemory);
+    // Older than what we know already (its producer cursor behind ours:
+    // its sequence number may have wrapped, see CdcSource), it came on the
+    // link.
+    auto known = rx_space_.used(rx_prod_, rx_cons_);
+    auto at_urgent = unread_up_to_locked(urgent.producer);
+    bool behind = rx_seq_seen_ && known && (!at_urgent || *at_urgent < *known);
+    if (urgent.seq != m.seq && !behind) process_cdc_locked(u, CdcSource::kMemory);
   }
   process_cdc_locked(m, CdcSource::kMemory);
 }
@@ -2454,15 +2457,6 @@ bool Connection::fail_over_locked(cdc::Cursor replay_end) {
 
 std::optional<uint32_t> Connection::unread_up_to_locked(const cdc::Cursor& producer) const {
   return rx_space_.in_range(producer) ? rx_space_.used(producer, rx_cons_) : std::nullopt;
-}
-
-bool Connection::cdc_cursors_behind_locked(const cdc::Message& m) const {
-  auto known_unread = rx_space_.used(rx_prod_, rx_cons_);
-  auto unread = unread_up_to_locked(m.producer);
-  if (known_unread && (!unread || *unread < *known_unread)) return true;
-  auto known_out = tx_space_.used(tx_prod_, tx_cons_peer_);
-  auto out = tx_space_.in_range(m.consumer) ? tx_space_.used(tx_prod_, m.consumer) : std::nullopt;
-  return known_out && (!out || *out > *known_out);
 }
 
 void Connection::process_cdc_locked(const cdc::Message& m, CdcSource from) {

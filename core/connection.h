@@ -337,8 +337,6 @@ class Connection {
   // carries only state changes, never 32,768 CDCs behind the page.
   enum class CdcSource : uint8_t { kLink, kMemory };
   void process_cdc_locked(const cdc::Message& m, CdcSource from = CdcSource::kLink);
-  // The cursors of `m` are behind what we know (an older urgent record).
-  bool cdc_cursors_behind_locked(const cdc::Message& m) const;
   void link_down_locked(int slot);
   // Moves to another link of the group, writing our bytes in
   // [peer's consumer cursor, replay_end) again; false if there is none.

@@ -291,15 +291,16 @@ class EpollGroup final : public ReadinessDeferral {
   // set before the parked connections: every fourth call after events came
   // from memory, so that fds the kernel reports (a listener, a pipe, an
   // armed connection) are not starved by parked ones that always have data.
+  // (A hint kept without the mutex, on every epoll_wait's path: threads
+  // sharing the set may miscount a turn, never starve the kernel's fds.)
   bool kernel_turn() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    if (memory_streak_ < 3) return false;
-    memory_streak_ = 0;
+    if (memory_streak_.load(std::memory_order_relaxed) < 3) return false;
+    memory_streak_.store(0, std::memory_order_relaxed);
     return true;
   }
   void returned(bool from_memory) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    memory_streak_ = from_memory ? memory_streak_ + 1 : 0;
+    if (from_memory) memory_streak_.fetch_add(1, std::memory_order_relaxed);
+    else memory_streak_.store(0, std::memory_order_relaxed);
   }
 
   // A thread is about to sleep in the kernel: no connection stays parked.
@@ -367,7 +368,7 @@ class EpollGroup final : public ReadinessDeferral {
   int sleepers_ = 0;
   bool disabled_ = false;
   size_t rotation_ = 0;           // collect: where the next call starts in parked_
-  uint32_t memory_streak_ = 0;    // kernel_turn: calls answered from memory alone
+  std::atomic<uint32_t> memory_streak_{0};  // kernel_turn: calls answered from memory alone
   SpinBackoff spin_, probe_;
 };
 
