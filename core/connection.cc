@@ -321,11 +321,6 @@ void Connection::settle_memfds_locked() {
     close_memfds();
     return;
   }
-  // Kept for long: out of the numbers the application's next sockets take
-  // (made or received during the handshake, they may sit low). Free where
-  // they came from a pool or a re-homing: already there.
-  rmb_memfd_ = sys::hide_fd(rmb_memfd_);
-  peer_rmb_memfd_ = sys::hide_fd(peer_rmb_memfd_);
 }
 
 void Connection::close_memfds() {
@@ -691,9 +686,9 @@ Connection::RemoteClaim Connection::claim_remote(int fd) {
   uint32_t v = handoff_->load(std::memory_order_acquire);
   if (v == handoff::kOwned) return app_closed_ ? RemoteClaim::kGone : RemoteClaim::kHeld;
   if (v != handoff::kOffered) return RemoteClaim::kGone;
-  int answer = sys::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  int answer = sys::dup_hidden(fd);
   if (answer < 0) return RemoteClaim::kHeld;
-  claimant_fd_.store(sys::hide_fd(answer));
+  claimant_fd_.store(answer);
   if (!handoff::transition(handoff_, handoff::kOffered, handoff::kClaimRemote)) {
     sys::close(claimant_fd_.exchange(-1));
     return RemoteClaim::kGone;

@@ -131,7 +131,9 @@ bool shm_gid_is_local(const clc::Gid& gid) {
 }
 
 bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
-  int fd = static_cast<int>(::syscall(SYS_memfd_create, "smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  // Hidden at once: made on the engine thread, it would otherwise hold the
+  // lowest free number while the application may be opening a file.
+  int fd = sys::hide_fd(static_cast<int>(::syscall(SYS_memfd_create, "smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (fd < 0) return false;
   // The RMB, then the page where the peer writes its CDCs (core/cdc_mem.h).
   const size_t mapped = size + cdcmem::kControlBytes;

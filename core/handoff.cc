@@ -305,7 +305,7 @@ int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms, char kind) 
         for (size_t i = 0; i < count; ++i) {
           int fd;
           std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
-          if (wanted && static_cast<size_t>(got) < fds.size()) fds[static_cast<size_t>(got++)] = fd;
+          if (wanted && static_cast<size_t>(got) < fds.size()) fds[static_cast<size_t>(got++)] = sys::hide_fd(fd);  // as sys::recv_with_fds
           else sys::close(fd);
         }
       }

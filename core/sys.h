@@ -105,9 +105,13 @@ inline ssize_t sendmsg_with_fds(int sock, const void* data, size_t len, const in
 inline ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to_pass, int flags) {
   return sendmsg_with_fds(sock, data, len, &fd_to_pass, fd_to_pass >= 0 ? 1 : 0, flags);
 }
+int hide_fd(int fd);
 // One message and the descriptors passed with it, close-on-exec, into
 // fds_out[0..*count) (extra ones are closed), received with `flags`. A
 // truncated message or control part is an error (EPROTO), its fds closed.
+// Each goes to the hidden range at once: the kernel installs a received
+// descriptor at the lowest free number, which an application thread may be
+// about to take (TCP would have given it that number).
 inline ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds_out, size_t max, size_t* count, int flags) {
   *count = 0;
   iovec iov{buf, len};
@@ -125,7 +129,7 @@ inline ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds_out, size
     for (size_t i = 0; i < k; ++i) {
       int fd;
       __builtin_memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*count < max) fds_out[(*count)++] = fd;
+      if (*count < max) fds_out[(*count)++] = hide_fd(fd);
       else sys::close(fd);
     }
   }

@@ -294,20 +294,27 @@ check "... counted as a CLC timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
 # Descriptor numbers: the application's next socket after an SMC-R
 # connection (both ends in this process, data moved both ways) gets the
 # number it gets over TCP. The shim's own descriptors (the TCP socket, the
-# readiness pair, the eBPF maps, the RMBs' memfds) sit in the hidden range:
-# the two map descriptors once took 4 and 7 here, and wrk, whose event
-# table is sized by its connection count, reported socket errors.
+# readiness pair, the eBPF maps, the RMBs' memfds, the peer's doorbell) sit
+# in the hidden range: the two map descriptors once took 4 and 7 here, and
+# wrk, whose event table is sized by its connection count, reported socket
+# errors. Compared as sets: which of connect() and the thread's accept()
+# takes the lower number is a race under TCP too (a loaded machine schedules
+# the thread late). Ten round trips first: the ends' doorbells, received as
+# descriptors, change hands within the first few.
 FDNUM='
 import os, socket, threading
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
 got = []
 def serve():  # a thread in accept(): a connection to our own listener may be SMC-R
-    s, _ = l.accept(); s.sendall(s.recv(1)); got.append(s)
+    s, _ = l.accept()
+    for _ in range(10): s.sendall(s.recv(1))
+    got.append(s)
 t = threading.Thread(target=serve); t.start()
 c = socket.create_connection(l.getsockname())
-c.sendall(b"x"); c.recv(1); t.join()
+for _ in range(10): c.sendall(b"x"); c.recv(1)
+t.join()
 n = socket.socket()
-print("numbers", l.fileno(), c.fileno(), got[0].fileno(), n.fileno(), os.open("/dev/null", os.O_RDONLY))
+print("numbers", *sorted([l.fileno(), c.fileno(), got[0].fileno(), n.fileno(), os.open("/dev/null", os.O_RDONLY)]))
 '
 reset_stats
 FD_TCP=$(python3 -c "$FDNUM" 2>&1)
