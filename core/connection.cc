@@ -284,8 +284,32 @@ bool Connection::foreign() const { return owner_generation_ != process_generatio
 
 void Connection::forget_in_child() {
   // Only this process's descriptors: the parent's connection is untouched.
-  for (int fd : {app_fd_, engine_end_, tcp_fd_, peer_bell_fd_, rmb_memfd_, peer_rmb_memfd_})
+  for (int fd : {app_fd_, engine_end_, tcp_fd_, rmb_memfd_, peer_rmb_memfd_})
     if (fd >= 0) sys::close(fd);
+  close_inherited_bell();
+}
+
+void Connection::set_peer_bell_fd_locked(int fd) {
+  peer_bell_fd_ = fd;
+  struct stat st {};
+  bool known = fd >= 0 && sys::fstat(fd, &st) == 0;
+  peer_bell_dev_ = known ? st.st_dev : 0;
+  peer_bell_ino_ = known ? st.st_ino : 0;
+}
+
+void Connection::close_inherited_bell() {
+  // The parent's engine thread may have received the bell and set its
+  // number while the parent forked: Linux copies the descriptor table
+  // before the memory, so the child can hold the number without the
+  // descriptor, and that number may be one the child has since given to
+  // something else (its new link: the re-homed connection then ended at
+  // once). Closed only where it is still the file the parent stored.
+  struct stat st {};
+  if (peer_bell_fd_ >= 0 && peer_bell_ino_ != 0 && sys::fstat(peer_bell_fd_, &st) == 0 &&
+      st.st_dev == peer_bell_dev_ && st.st_ino == peer_bell_ino_)
+    sys::close(peer_bell_fd_);
+  peer_bell_fd_ = -1;
+  peer_bell_dev_ = peer_bell_ino_ = 0;
 }
 
 namespace {
@@ -787,6 +811,10 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   inbox_nonempty_.store(false);
   std::atomic<uint32_t>* old_word = handoff_;
   const auto* snap = static_cast<const HandoverSnapshot*>(handoff::snapshot_area(old_word));
+  // Our copy of the peer's bell (if the parent had it at the fork) goes
+  // before anything arrives that could take its number: the one that comes
+  // with the marker replaces it.
+  close_inherited_bell();
   int fds[2] = {-1, -1};
   int n = handoff::drain_to_marker(app_fd_, fds, marker_wait_ms, handoff::kRehomeMarker);
   if (n < 1 || snap->magic != kSnapshotMagic || !group_) {
@@ -798,10 +826,7 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   }
   // Written before the word said kRehomed, and never again.
   load_snapshot(*snap);
-  // Our copy of the peer's bell (if the parent had it at the fork) is
-  // replaced by the one that came with the marker.
-  if (peer_bell_fd_ >= 0) sys::close(peer_bell_fd_);
-  peer_bell_fd_ = n >= 2 ? sys::hide_fd(fds[1]) : -1;
+  set_peer_bell_fd_locked(n >= 2 ? sys::hide_fd(fds[1]) : -1);
   LinkGroup* fresh = LinkGroup::make_rehomed(*group_, std::make_unique<ShmLink>(sys::hide_fd(fds[0])));
   group_ = fresh;
   link_ = fresh->link_at(0);
@@ -955,7 +980,7 @@ Connection* Connection::exec_adopt(const exec_carry::Record& r, LinkGroup* g, co
     c->rmb_.control = c->rmb_on_[0].control = c->rx_control_ = rmb.control;
     c->app_fd_ = r.app_end;
     c->engine_end_ = r.engine_end;
-    c->peer_bell_fd_ = r.peer_bell_fd;
+    c->set_peer_bell_fd_locked(r.peer_bell_fd);
     c->linger_abort_ = r.linger_abort;
     c->carried_ = true;
     c->tx_seq_acked_ = c->tx_seq_;
@@ -1559,7 +1584,7 @@ void Connection::take_peer_bell_locked(int fd) {
     sys::close(fd);
     return;
   }
-  peer_bell_fd_ = sys::hide_fd(fd);
+  set_peer_bell_fd_locked(sys::hide_fd(fd));
 }
 
 bool Connection::revoke_peer_bell_locked() {

@@ -398,6 +398,8 @@ class Connection {
   // message, up to the spin budget; drained when one came.
   bool watch_control_page_locked(SpinBackoff& backoff);
   void take_peer_bell_locked(int fd);
+  void set_peer_bell_fd_locked(int fd);
+  void close_inherited_bell();
   // After a write through memory: takes the cache lines the next write of
   // the same size will fill (ownership, not data) while the application
   // is busy elsewhere. The reader last touched them a ring ago; without
@@ -538,6 +540,9 @@ class Connection {
   uint16_t rx_urgent_seen_ = 0;
   bool rx_urgent_seen_valid_ = false;
   int peer_bell_fd_ = -1;
+  // Which file peer_bell_fd_ named when it was set: a forked child checks
+  // before closing its inherited copy (set_peer_bell_fd_locked).
+  uint64_t peer_bell_dev_ = 0, peer_bell_ino_ = 0;
   // Our readiness socket has not been passed to the peer yet. It goes with
   // our first CDC on the link, or alone once the peer's data (or window)
   // has reached us on the link twice: a connection that ends after one
