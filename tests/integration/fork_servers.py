@@ -1,0 +1,60 @@
+# Servers that hand each accepted connection to a forked child (used by
+# tests/integration/fork_test.sh and scripts/fork-stress.sh).
+#   fork_servers.py KIND PORT N [READY]
+# KIND: forkingmixin (socketserver.ForkingTCPServer), late_close, exit_early,
+# inetd_exec (dup2 onto 0/1 + exec cat), read_then_exec, killed,
+# inetd_killed, echo_child. Serves N connections, then waits for its children.
+import os, signal, socket, socketserver, sys, time
+kind, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+if kind == "forkingmixin":
+    class Echo(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while True:
+                b = self.request.recv(65536)
+                if not b: break
+                self.request.sendall(b)
+            self.request.shutdown(socket.SHUT_WR)
+    class Server(socketserver.ForkingTCPServer):
+        allow_reuse_address = True
+    srv = Server(("127.0.0.1", port), Echo)
+    for _ in range(n): srv.handle_request()
+    srv.server_close()
+    sys.exit(0)
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(16)
+for _ in range(n):
+    c, _ = l.accept()
+    if os.fork() == 0:
+        l.close()
+        if kind in ("killed", "echo_child", "exit_early"):   # echoes itself (while its parent is killed)
+            first = kind == "killed"
+            if kind == "exit_early": time.sleep(0.3)   # its parent has left by then
+            while True:
+                b = c.recv(65536)
+                if not b: break
+                if first:   # it has the connection: say so
+                    open("%s.%d" % (sys.argv[4], os.getpid()), "w").close(); first = False
+                c.sendall(b)
+            c.close()
+            os._exit(0)
+        if kind == "read_then_exec":   # answers the first byte itself, then execs
+            first = c.recv(1)
+            if first: c.sendall(first)
+        os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
+        os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
+    if kind == "late_close": time.sleep(0.3)   # the child is already using it
+    c.close()
+if kind == "exit_early": os._exit(0)   # no destructor: _exit re-homes the unclaimed offer
+if kind in ("killed", "inetd_killed"):
+    open(sys.argv[4], "w").close()
+    signal.pause()
+# As inetd does, live on while the children serve: a handed-over connection
+# is relayed by this process and ends with it (docs/ARCHITECTURE.md, fork).
+# A fixed sleep here cut a 20 MB echo short on a loaded machine. (With
+# SIGCHLD ignored, wait() returns once every child has exited.)
+try:
+    while True: os.wait()
+except ChildProcessError:
+    pass
