@@ -276,12 +276,28 @@ check "those accept()s returned before the Confirm ($(stat_sum confirm_deferred)
 # SO_SNDBUF set meanwhile was lost when the connection was installed.
 busy_pids=()
 for _ in 1 2; do (end=$((SECONDS + 30)); while [ $SECONDS -lt $end ]; do :; done) & busy_pids+=($!); done
-loaded_ok=0
+loaded_ok=0 loaded_late=0
 for _ in $(seq 1 10); do
-  READINESS_ONLY=buffer_sizes under_smc timeout 30 "$R" 2>&1 | grep -q "^case=buffer_sizes ok=1" && loaded_ok=$((loaded_ok + 1))
+  out=$(READINESS_ONLY=buffer_sizes under_smc timeout 30 "$R" 2>&1)
+  if grep -q "^case=buffer_sizes ok=1" <<<"$out"; then
+    loaded_ok=$((loaded_ok + 1))
+  else
+    log "under CPU load: $(grep '^buffer_sizes:' <<<"$out" | head -1)"
+    # The documented bound (README): a non-blocking write waits up to 20 ms
+    # for a handshake still running, then EAGAIN. Only that, with the sizes
+    # right, is a handshake that outlasted the bound.
+    grep -q "^buffer_sizes: rcvbuf a=65536 b=131072 sndbuf b=32768 filled=0 .* eagain=1 read=1" <<<"$out" &&
+      loaded_late=$((loaded_late + 1))
+  fi
 done
 kill "${busy_pids[@]}" 2>/dev/null; wait "${busy_pids[@]}" 2>/dev/null
-check "SMC-R under CPU load: buffer_sizes as over TCP in every run ($loaded_ok of 10)" [ "$loaded_ok" = 10 ]
+# At ASan's speed under two busy loops a handshake can outlast those 20 ms
+# (1 run in 10 in CI, 2 in 10 locally): there every run must be TCP's or
+# that, each logged, and at least half TCP's; in the normal build every run
+# must be TCP's.
+allowed_late=0; [ "${SMCR_SANITIZE:-OFF}" = ON ] && allowed_late=5
+check "SMC-R under CPU load: buffer_sizes as over TCP in every run ($loaded_ok of 10; $loaded_late a handshake past the 20 ms bound, $allowed_late allowed)" \
+  [ "$loaded_ok" = 10 -o \( $((loaded_ok + loaded_late)) = 10 -a "$loaded_late" -le "$allowed_late" \) ]
 # A client whose Confirm comes after the server's CLC deadline (a hostile or
 # stuck peer): accept() returned at once, the server's read fails with
 # ECONNRESET at the deadline, and the client's connection ends too.
