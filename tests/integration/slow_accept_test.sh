@@ -18,7 +18,12 @@ if mode == "server":
     l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     l.bind(("127.0.0.1", port)); l.listen(8)
     open(sys.argv[4], "w").close()
+    import select
     for _ in range(2):
+        # The delay counts from the connection arriving: counted from
+        # start-up, a client slow to start (ASan, CPU load) met an
+        # accept() already waiting.
+        select.select([l], [], [], 60)
         time.sleep(delay)
         c, _ = l.accept()
         data = b""
