@@ -177,9 +177,19 @@ bool Connection::make_readiness_pair(int* app_end, int* engine_end) {
   if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
   *app_end = sys::hide_fd(sv[0]);
   *engine_end = sys::hide_fd(sv[1]);
-  int small = 1;
-  sys::setsockopt(*app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   return true;
+}
+
+void Connection::fill_readiness_socket(int app_end, bool* made_small) {
+  // The smallest send buffer makes a fill one send and its undoing one
+  // recv, instead of a dozen each; set at the first fill only, since most
+  // connections never block a writer (a system call per connection saved).
+  if (!*made_small) {
+    int small = 1;
+    sys::setsockopt(app_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    *made_small = true;
+  }
+  sys::fill_socket(app_end);
 }
 
 void Connection::reset_fields() {
@@ -216,6 +226,7 @@ void Connection::reset_fields() {
   claimant_fd_.store(-1);
   handover_seen_.store(false);
   wr_filled_ = eof_signalled_ = reset_signalled_ = eof_deferred_ = app_has_read_ = false;
+  app_sndbuf_small_ = false;
   rd_owed_ = 0;
   rx_control_ = nullptr;
   rx_control_seen_ = 0;
@@ -270,6 +281,7 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   app_fd_ = app_end;
   engine_end_ = engine_end;
   nonblocking_ = nonblocking;
+  app_sndbuf_small_ = false;  // a filled one (install_accepting) is set again at most once
   // Data or a close may have arrived between the handshake and now.
   if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
   else arm_readable_locked();
@@ -538,7 +550,7 @@ bool Connection::start_relaying_locked(int* child_fd, int* own_fd) {
     app_fd_ = -1;
     return false;
   }
-  wr_filled_ = eof_signalled_ = reset_signalled_ = false;
+  wr_filled_ = eof_signalled_ = reset_signalled_ = app_sndbuf_small_ = false;
   rd_owed_ = 0;
   rd_armed_ = wr_armed_ = false;
   if (unread > 0) ring_readable_locked();
@@ -980,6 +992,7 @@ Connection* Connection::exec_adopt(const exec_carry::Record& r, LinkGroup* g, co
     c->rmb_.control = c->rmb_on_[0].control = c->rx_control_ = rmb.control;
     c->app_fd_ = r.app_end;
     c->engine_end_ = r.engine_end;
+    c->app_sndbuf_small_ = false;
     c->set_peer_bell_fd_locked(r.peer_bell_fd);
     c->linger_abort_ = r.linger_abort;
     c->carried_ = true;
@@ -1687,7 +1700,7 @@ void Connection::make_unwritable_locked() {
   // one we set below, for a window it has opened. (Not for long: a peer
   // killed while it counted itself would stall every full window.)
   if (rx_control_) wait_peer_quiet_locked(200);
-  sys::fill_socket(app_fd_);
+  fill_readiness_socket(app_fd_, &app_sndbuf_small_);
   wr_filled_ = true;
   if (rx_control_ && engine_end_ >= 0) {
     // The peer empties the socket when it consumes (core/cdc_mem.h).

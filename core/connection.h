@@ -86,9 +86,11 @@ class Connection {
  public:
   static Connection* create(const ConnectionSetup& setup);
   // A readiness socketpair (see above): both ends close-on-exec and out of
-  // the application's fd range, the app end with a send buffer of a few
-  // bytes so a writer can make it unwritable. False (errno) on failure.
+  // the application's fd range. False (errno) on failure.
   static bool make_readiness_pair(int* app_end, int* engine_end);
+  // Makes the app end unwritable (no POLLOUT) by filling it, its send
+  // buffer first set to a few bytes unless *made_small says it was.
+  static void fill_readiness_socket(int app_end, bool* made_small);
 
   // Reference counting: the fd table holds one reference, the engine one
   // while the connection is registered with its group. Memory is recycled,
@@ -603,6 +605,7 @@ class Connection {
   bool edge_wanted_ = false;
   cdc::Cursor edge_mark_;
   bool wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
+  bool app_sndbuf_small_ = false;  // app_fd_'s send buffer set to its minimum (fill_readiness_socket)
   bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
   enum class Urgent : uint8_t { kNone, kValid, kRead };
   Urgent rx_urgent_ = Urgent::kNone;

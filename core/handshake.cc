@@ -468,12 +468,23 @@ FabricPreference fabric_preference() {
   return pref;
 }
 
+// A connect() address that names the peer as getpeername() would: not an
+// unspecified one (0.0.0.0 and :: reach this host's loopback).
+bool names_peer(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr != htonl(INADDR_ANY);
+  if (a.ss_family != AF_INET6) return false;
+  const in6_addr& p = reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr;
+  return !IN6_IS_ADDR_UNSPECIFIED(&p) && !(IN6_IS_ADDR_V4MAPPED(&p) && p.s6_addr32[3] == 0);
+}
+
 // Is the TCP peer a process of this host (loopback, or one of our addresses)?
-bool peer_is_this_host(int fd, const sockaddr_storage& local) {
+// `known`: the address connect() was given, if it names the peer.
+bool peer_is_this_host(int fd, const sockaddr_storage& local, const sockaddr_storage& known) {
   sockaddr_storage peer{};
   socklen_t len = sizeof peer;
-  if (sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.ss_family != local.ss_family)
-    return false;
+  if (names_peer(known)) peer = known;
+  else if (sys::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+  if (peer.ss_family != local.ss_family) return false;
   if (peer.ss_family == AF_INET) {
     auto* p = reinterpret_cast<sockaddr_in*>(&peer);
     auto* l = reinterpret_cast<const sockaddr_in*>(&local);
@@ -1125,7 +1136,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
 #ifdef SMCR_HAVE_VERBS
   std::optional<VerbsPort> port;
   bool want_verbs = fabric_preference() == FabricPreference::kVerbs ||
-                    (fabric_preference() == FabricPreference::kAuto && !(have_local && peer_is_this_host(fd, local_addr)));
+                    (fabric_preference() == FabricPreference::kAuto && !(have_local && peer_is_this_host(fd, local_addr, req.peer)));
   if (want_verbs) port = verbs_port_for(fd);
   if (port) {
     prop.gid = port->gid;

@@ -7,6 +7,8 @@
 //     the TCP connection (the caller resets it).
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 
 #include "core/log.h"
@@ -66,6 +68,9 @@ struct HandshakeRequest {
   // for a server whose application has not called accept() yet (the server
   // half of the CLC runs in accept()); < 0: wait inline.
   int answer_wait_us = -1;
+  // Client only: the address connect() was given (family 0: unknown), which
+  // spares asking the kernel for the peer's (a system call per connection).
+  sockaddr_storage peer{};
 };
 
 HandshakeOutcome clc_client(int tcp_fd, const HandshakeRequest& req = {});

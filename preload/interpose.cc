@@ -344,7 +344,9 @@ int connect_answer_wait_us() {
 // `listener` is the fd accept() took a server's `fd` from (-1 for a client).
 // `flow`: a client's short-flow key (core/short_flows.h), or 0.
 // `accept_flags`: a server's accept4() flags (install()).
-int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0, int accept_flags = -1) {
+// `peer`: a client's connect() address (spares the CLC a getpeername).
+int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t flow = 0, int accept_flags = -1,
+                          const sockaddr* peer = nullptr, socklen_t peer_len = 0) {
   bool client = listener < 0;
   using smcr::bpfopt::Result;
   // An accepted child's record completes in the softirq that queued it, so
@@ -369,6 +371,10 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   req.rmb_size = bufs.rcvbuf;
   req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();
   if (client) req.answer_wait_us = connect_answer_wait_us();
+  if (client && peer &&
+      ((peer->sa_family == AF_INET && peer_len >= sizeof(sockaddr_in)) ||
+       (peer->sa_family == AF_INET6 && peer_len >= sizeof(sockaddr_in6))))
+    std::memcpy(&req.peer, peer, peer->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
   // A client silent through the CLC spin or only partly heard (slow, or
   // hostile), or a first contact (which waits for the client's Confirm and
   // CONFIRM LINK reply), must not hold a single-threaded server in
@@ -670,7 +676,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   inline_clc.on = true;
   fd_table().add_flags(fd, smcr::preload::kFdClcInline);
   t_inline_clc_fd = fd;
-  int established = after_tcp_established(fd, -1, true, flow);
+  int established = after_tcp_established(fd, -1, true, flow, -1, addr, len);
   int saved_errno = errno;
   inline_clc.end();  // what follows is the application's
   errno = saved_errno;
@@ -991,15 +997,14 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   if (level == SOL_SOCKET && (name == SO_LINGER || name == SO_OOBINLINE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
                               name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW))
     fd_table().clear_flags(fd, smcr::preload::kFdDefaultOptions);
+  // Still accepting (or relayed): options are the TCP socket's, set with
+  // the handshake held (a linger set while it ends would otherwise be lost).
+  if (int rc; fd_table().kind(fd) == smcr::preload::kFdAccepting && !fd_table().has_conn(fd) &&
+              smcr::preload::accepting_setsockopt(fd, level, name, val, len, real_setsockopt, &rc))
+    return rc;
   // Inherited from the parent (handed over or not): options are the TCP
   // socket's (TCP_NODELAY on the relayed stream socket would fail).
-  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) {
-    int rc = real_setsockopt(tcp, level, name, val, len);
-    if (rc == 0 && level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_SNDBUFFORCE) &&
-        fd_table().kind(fd) == smcr::preload::kFdAccepting)
-      smcr::preload::note_accepting_sndbuf(fd, granted_buffer(tcp, name));
-    return rc;
-  }
+  if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_setsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) {
     int rc = real_setsockopt(fd, level, name, val, len);

@@ -122,7 +122,6 @@ struct Accepting {
   bool reset_tcp = true;              // closing res.tcp resets (not after an orderly relay)
   int fd = -1;                        // the application's number
   Reserved res;                       // the connection's once kDone
-  int watch_fd = -1;                  // the engine's duplicate of res.tcp
   void* watch = nullptr;              // Engine::watch_readable, until it ends
   uint32_t sndbuf = 0;
   PendingConfirm* handshake = nullptr;  // while kWaiting
@@ -136,7 +135,6 @@ struct Accepting {
       sys::setsockopt(res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
     res.release();
-    if (watch_fd >= 0) sys::close(watch_fd);
   }
 };
 
@@ -323,12 +321,18 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   a->sndbuf = sndbuf;
   auto [status, fdflags] = descriptor_modes(fd, accept_flags);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
-  sys::fill_socket(r.app_end);  // no POLLOUT before the connection exists
+  bool made_small = false;
+  Connection::fill_readiness_socket(r.app_end, &made_small);  // no POLLOUT before the connection exists
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     registry()[fd] = a;
   }
+  // The number keeps kFdDefaultOptions: conclude_locked then need not read
+  // the four options back (setsockopt clears it before an option reaches
+  // the TCP socket).
+  uint8_t defaults = fd_table().flags(fd) & kFdDefaultOptions;
   fd_table().set_kind(fd, kFdAccepting);
+  fd_table().add_flags(fd, defaults);
   sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 }
 
@@ -396,26 +400,33 @@ void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint3
   auto a = std::make_shared<Accepting>();
   install_accepting(a, fd, r, sndbuf, accept_flags);
   a->handshake = handshake;
-  a->watch_fd = sys::dup_hidden(r.tcp);
-  if (a->watch_fd < 0) {  // no descriptor for the engine's watch: finish here
-    int ignored;
-    if (Connection* c = await_accepting(fd, kNotIo, &ignored)) c->unref();
-    return;
-  }
-  // A separate number: the connection's own watch_tcp registers res.tcp
-  // in the same epoll set before this watch ends.
+  // The TCP socket itself: every way the handshake ends (conclude_locked)
+  // ends this watch before the connection's own watch_tcp registers the
+  // same socket in the engine's set (an expired watch is unregistered
+  // before its step runs). res.tcp stays open while `a` lives, and the
+  // step's reference keeps `a` until the engine is done with the watch.
   std::lock_guard<std::mutex> lock(a->mu);
-  a->watch = Engine::get().watch_readable(a->watch_fd, confirm_deadline(handshake), [a](bool expired) {
+  a->watch = Engine::get().watch_readable(a->res.tcp, confirm_deadline(handshake), [a](bool expired) {
     std::lock_guard<std::mutex> step_lock(a->mu);
     return step_locked(a.get(), expired);
   });
 }
 
-void note_accepting_sndbuf(int fd, uint32_t granted) {
+bool accepting_setsockopt(int fd, int level, int name, const void* val, socklen_t len,
+                          int (*real)(int, int, int, const void*, socklen_t), int* rc) {
   std::shared_ptr<Accepting> a = find(fd);
-  if (!a) return;
+  if (!a) return false;
   std::lock_guard<std::mutex> lock(a->mu);
-  a->sndbuf = granted;
+  if (a->state != Accepting::kWaiting && a->state != Accepting::kRelayed && a->state != Accepting::kFailed)
+    return false;
+  *rc = real(a->res.tcp, level, name, val, len);
+  if (*rc == 0 && level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_SNDBUFFORCE)) {
+    int granted = 0;
+    socklen_t glen = sizeof granted;
+    if (sys::getsockopt(a->res.tcp, SOL_SOCKET, SO_SNDBUF, &granted, &glen) == 0 && granted > 0)
+      a->sndbuf = static_cast<uint32_t>(granted) / 2;
+  }
+  return true;
 }
 
 Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write) {

@@ -91,10 +91,13 @@ constexpr int kNotIo = INT_MIN;
 constexpr int kNonblockingWriteWaitMs = 20;
 Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write = false);
 
-// setsockopt(SO_SNDBUF) on a number still accepting went to its TCP
-// socket: the connection's send window follows it (`granted`: the size
-// the kernel gave, as getsockopt reports it halved).
-void note_accepting_sndbuf(int fd, uint32_t granted);
+// setsockopt on a number still accepting (or relayed, or failed): set on
+// its TCP socket with the handshake held, so that the handshake's end
+// either comes first (false: the caller sets it on the connection) or
+// reads the option back (linger, timeouts, OOBINLINE); SO_SNDBUF also caps
+// the connection's send window. True with *rc set when it was done here.
+bool accepting_setsockopt(int fd, int level, int name, const void* val, socklen_t len,
+                          int (*real)(int, int, int, const void*, socklen_t), int* rc);
 
 // close(), or dup2/dup3 onto it: true when `fd` was still accepting (the
 // handshake is abandoned or its connection closed when it ends) and

@@ -29,7 +29,8 @@
 # fallback_total == 0; policy runs: smc_active == 0, every fallback a policy
 # one; default runs: every fallback a short-flow one; start runs: both ways
 # mapped the shim); otherwise it is VOID. A run that fails or times out is FAILED.
-# Needs root (eBPF). Builds the tree (scripts/build.sh) unless -B.
+# Needs root (eBPF). Builds the tree (scripts/build.sh) unless -B. BENCH_LIB=PATH
+# runs another build of the shim in the SMC-R columns (A/B of two trees).
 #   usage: scripts/bench.sh [-t SECS] [-r REPS] [-n REDIS_REQUESTS] [-c IDLE_CONNS]
 #                           [-i IDLE_SECS] [-s BENCHES] [-o OUTDIR] [-q] [-B] [-d] [-k]
 #   -t  seconds per timed run (default 5)       -r  repetitions (default 3)
@@ -85,7 +86,7 @@ if [ "$BUILD" = 1 ]; then
 fi
 
 CTL="$root/build/bpf/smcr_ctl"
-LIB="$root/build/preload/libsmcr_preload.so"
+LIB="${BENCH_LIB:-$root/build/preload/libsmcr_preload.so}"  # BENCH_LIB: another build of the shim (A/B runs)
 CB="$root/build/tools/bench/smcr_connbench"
 FORK_ECHO="$root/tools/bench/fork_echo.py"
 SMC_RUN="$root/scripts/smc_run"
