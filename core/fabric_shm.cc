@@ -272,30 +272,72 @@ bool ShmLink::post_message_with_fd(std::span<const uint8_t, kLinkMessageLen> msg
 }
 
 bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
-  uint8_t buf[128];
+  // Up to kBatch messages per system call: a batch that comes back short
+  // says the queue was empty, where one recvmsg per message needed one more
+  // to learn that (a system call per engine wake-up, and an engine wakes up
+  // for most link messages it gets).
+  constexpr unsigned kBatch = 8;
+  struct Slot {
+    uint8_t buf[128];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * sys::kMaxPassedFds)];
+    iovec iov;
+  };
+  Slot slots[kBatch];
+  mmsghdr msgs[kBatch];
   int errors = 0;
   for (;;) {
-    // A message may carry an RMB fd (CONFIRM RKEY on a subsequent contact).
-    ssize_t n = sys::recv_with_fd(fd_, buf, sizeof buf, &attached_fd_);
-    if (n > 0) {
-      errors = 0;
-      on_message(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
-      if (attached_fd_ >= 0) sys::close(attached_fd_);  // nobody wanted it
-      attached_fd_ = -1;
+    for (unsigned i = 0; i < kBatch; ++i) {
+      slots[i].iov = {slots[i].buf, sizeof slots[i].buf};
+      msgs[i] = mmsghdr{};
+      msgs[i].msg_hdr.msg_iov = &slots[i].iov;
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_control = slots[i].control;
+      msgs[i].msg_hdr.msg_controllen = sizeof slots[i].control;
+    }
+    int got = sys::recvmmsg(fd_, msgs, kBatch, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return !failed_;
+      if (errno == EINTR) continue;
+      // A peer that exits with unread messages in its own queue leaves us
+      // ECONNRESET, reported once and ahead of what it sent before it died
+      // (the kernel checks sk_err first): keep reading, so that its last
+      // data and its C still arrive before we call the link failed.
+      failed_ = true;
+      if (++errors > 2) return false;
       continue;
     }
-    if (n == 0) {  // peer closed its end, and everything it sent has been read
-      failed_ = true;
-      return false;
+    errors = 0;
+    // Every message's descriptors go to the hidden range first (as they
+    // arrive), whatever becomes of the messages after it.
+    int fds[kBatch][sys::kMaxPassedFds];
+    size_t nfds[kBatch] = {};
+    for (int i = 0; i < got; ++i) nfds[i] = sys::take_passed_fds(msgs[i].msg_hdr, fds[i], sys::kMaxPassedFds);
+    for (int i = 0; i < got; ++i) {
+      const msghdr& m = msgs[i].msg_hdr;
+      if (msgs[i].msg_len == 0) {  // peer closed its end, and everything it sent has been read
+        for (int j = i; j < got; ++j)
+          for (size_t k = 0; k < nfds[j]; ++k) sys::close(fds[j][k]);
+        failed_ = true;
+        return false;
+      }
+      if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
+        for (size_t k = 0; k < nfds[i]; ++k) sys::close(fds[i][k]);
+        failed_ = true;
+        if (++errors > 2) {
+          for (int j = i + 1; j < got; ++j)
+            for (size_t k = 0; k < nfds[j]; ++k) sys::close(fds[j][k]);
+          return false;
+        }
+        continue;
+      }
+      // At most one descriptor rides a message (a bell, an RMB memfd).
+      attached_fd_ = nfds[i] > 0 ? fds[i][0] : -1;
+      for (size_t k = 1; k < nfds[i]; ++k) sys::close(fds[i][k]);
+      on_message(std::span<const uint8_t>(slots[i].buf, msgs[i].msg_len));
+      if (attached_fd_ >= 0) sys::close(attached_fd_);  // nobody wanted it
+      attached_fd_ = -1;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return !failed_;
-    if (errno == EINTR) continue;
-    // A peer that exits with unread messages in its own queue leaves us
-    // ECONNRESET, reported once and ahead of what it sent before it died
-    // (the kernel checks sk_err first): keep reading, so that its last data
-    // and its C still arrive before we call the link failed.
-    failed_ = true;
-    if (++errors > 2) return false;
+    if (static_cast<unsigned>(got) < kBatch) return !failed_;  // the queue was empty
   }
 }
 

@@ -55,6 +55,9 @@ inline ssize_t recv(int fd, void* buf, size_t n, int flags) {
 }
 inline ssize_t sendmsg(int fd, const struct msghdr* m, int flags) { return ::syscall(SYS_sendmsg, fd, m, flags); }
 inline ssize_t recvmsg(int fd, struct msghdr* m, int flags) { return ::syscall(SYS_recvmsg, fd, m, flags); }
+inline int recvmmsg(int fd, struct mmsghdr* v, unsigned n, int flags) {
+  return static_cast<int>(::syscall(SYS_recvmmsg, fd, v, n, flags, nullptr));
+}
 inline int poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
   return static_cast<int>(::syscall(SYS_poll, fds, n, timeout_ms));
 }
@@ -106,12 +109,28 @@ inline ssize_t sendmsg_with_fd(int sock, const void* data, size_t len, int fd_to
   return sendmsg_with_fds(sock, data, len, &fd_to_pass, fd_to_pass >= 0 ? 1 : 0, flags);
 }
 int hide_fd(int fd);
+// The descriptors a received message carried (SCM_RIGHTS), each moved to
+// the hidden range at once: the kernel installs a received descriptor at
+// the lowest free number, which an application thread may be about to take
+// (TCP would have given it that number). The first `max` go to fds_out
+// (their count returned), the rest are closed.
+inline size_t take_passed_fds(const msghdr& m, int* fds_out, size_t max) {
+  size_t count = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
+      int fd;
+      __builtin_memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (count < max) fds_out[count++] = hide_fd(fd);
+      else sys::close(fd);
+    }
+  }
+  return count;
+}
 // One message and the descriptors passed with it, close-on-exec, into
 // fds_out[0..*count) (extra ones are closed), received with `flags`. A
 // truncated message or control part is an error (EPROTO), its fds closed.
-// Each goes to the hidden range at once: the kernel installs a received
-// descriptor at the lowest free number, which an application thread may be
-// about to take (TCP would have given it that number).
 inline ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds_out, size_t max, size_t* count, int flags) {
   *count = 0;
   iovec iov{buf, len};
@@ -123,16 +142,7 @@ inline ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds_out, size
   m.msg_controllen = sizeof cbuf;
   ssize_t n = sys::recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
   if (n < 0) return n;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k; ++i) {
-      int fd;
-      __builtin_memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*count < max) fds_out[(*count)++] = hide_fd(fd);
-      else sys::close(fd);
-    }
-  }
+  *count = take_passed_fds(m, fds_out, max);
   if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
     for (size_t i = 0; i < *count; ++i) sys::close(fds_out[i]);
     *count = 0;
