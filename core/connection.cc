@@ -281,7 +281,6 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   app_fd_ = app_end;
   engine_end_ = engine_end;
   nonblocking_ = nonblocking;
-  app_sndbuf_small_ = false;  // a filled one (install_accepting) is set again at most once
   // Data or a close may have arrived between the handshake and now.
   if (rx_space_.used(rx_prod_, rx_cons_).value_or(0) > 0) ring_readable_locked();
   else arm_readable_locked();
@@ -992,7 +991,6 @@ Connection* Connection::exec_adopt(const exec_carry::Record& r, LinkGroup* g, co
     c->rmb_.control = c->rmb_on_[0].control = c->rx_control_ = rmb.control;
     c->app_fd_ = r.app_end;
     c->engine_end_ = r.engine_end;
-    c->app_sndbuf_small_ = false;
     c->set_peer_bell_fd_locked(r.peer_bell_fd);
     c->linger_abort_ = r.linger_abort;
     c->carried_ = true;

@@ -312,22 +312,23 @@ bool ShmLink::drain_messages(const std::function<void(std::span<const uint8_t>)>
     int fds[kBatch][sys::kMaxPassedFds];
     size_t nfds[kBatch] = {};
     for (int i = 0; i < got; ++i) nfds[i] = sys::take_passed_fds(msgs[i].msg_hdr, fds[i], sys::kMaxPassedFds);
+    auto close_fds_from = [&](int first) {  // of messages not delivered
+      for (int j = first; j < got; ++j)
+        for (size_t k = 0; k < nfds[j]; ++k) sys::close(fds[j][k]);
+    };
     for (int i = 0; i < got; ++i) {
-      const msghdr& m = msgs[i].msg_hdr;
       if (msgs[i].msg_len == 0) {  // peer closed its end, and everything it sent has been read
-        for (int j = i; j < got; ++j)
-          for (size_t k = 0; k < nfds[j]; ++k) sys::close(fds[j][k]);
+        close_fds_from(i);
         failed_ = true;
         return false;
       }
-      if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
-        for (size_t k = 0; k < nfds[i]; ++k) sys::close(fds[i][k]);
+      if (msgs[i].msg_hdr.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {  // not the message that was sent
         failed_ = true;
         if (++errors > 2) {
-          for (int j = i + 1; j < got; ++j)
-            for (size_t k = 0; k < nfds[j]; ++k) sys::close(fds[j][k]);
+          close_fds_from(i);
           return false;
         }
+        for (size_t k = 0; k < nfds[i]; ++k) sys::close(fds[i][k]);
         continue;
       }
       // At most one descriptor rides a message (a bell, an RMB memfd).

@@ -319,16 +319,6 @@ bool is_buffer_option(int name) {
   return name == SO_RCVBUF || name == SO_RCVBUFFORCE || name == SO_SNDBUF || name == SO_SNDBUFFORCE;
 }
 
-// What a successful SO_RCVBUF/SO_SNDBUF(FORCE) gave `fd`: the kernel stores
-// twice the granted size (after its rmem_max/wmem_max clamp) and reports that.
-uint32_t granted_buffer(int fd, int name) {
-  int v = 0;
-  socklen_t l = sizeof v;
-  int which = (name == SO_RCVBUF || name == SO_RCVBUFFORCE) ? SO_RCVBUF : SO_SNDBUF;
-  if (smcr::sys::getsockopt(fd, SOL_SOCKET, which, &v, &l) != 0 || v <= 0) return 0;
-  return static_cast<uint32_t>(v) / 2;
-}
-
 // How long connect() waits for the server's first CLC answer before the
 // rest of the client handshake moves to a thread (SMCR_CLC_CONNECT_WAIT_US;
 // -1: inline). The server half of the CLC runs in the server application's
@@ -1012,7 +1002,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
       // Before the connection exists: SO_RCVBUF sizes its RMB, SO_SNDBUF
       // caps its send window (what the kernel granted, not what was asked).
       smcr::preload::FdTable::BufferRequest b = fd_table().buffers(fd);
-      (name == SO_RCVBUF || name == SO_RCVBUFFORCE ? b.rcvbuf : b.sndbuf) = granted_buffer(fd, name);
+      (name == SO_RCVBUF || name == SO_RCVBUFFORCE ? b.rcvbuf : b.sndbuf) = smcr::preload::granted_buffer(fd, name);
       fd_table().set_buffers(fd, b);
     }
     return rc;
@@ -1027,7 +1017,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   if (rc != 0 || level != SOL_SOCKET) return rc;
   // An RMB keeps its size for the connection's life (it would take a new
   // RMB and CONFIRM RKEY); the send window follows SO_SNDBUF at once.
-  if (name == SO_SNDBUF || name == SO_SNDBUFFORCE) c->set_send_limit(granted_buffer(c->tcp_fd(), name));
+  if (name == SO_SNDBUF || name == SO_SNDBUFFORCE) c->set_send_limit(smcr::preload::granted_buffer(c->tcp_fd(), name));
   if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) && len >= sizeof(timeval)) {
     const timeval* tv = static_cast<const timeval*>(val);
     long ms = tv->tv_sec * 1000 + tv->tv_usec / 1000;

@@ -421,12 +421,17 @@ bool accepting_setsockopt(int fd, int level, int name, const void* val, socklen_
     return false;
   *rc = real(a->res.tcp, level, name, val, len);
   if (*rc == 0 && level == SOL_SOCKET && (name == SO_SNDBUF || name == SO_SNDBUFFORCE)) {
-    int granted = 0;
-    socklen_t glen = sizeof granted;
-    if (sys::getsockopt(a->res.tcp, SOL_SOCKET, SO_SNDBUF, &granted, &glen) == 0 && granted > 0)
-      a->sndbuf = static_cast<uint32_t>(granted) / 2;
+    if (uint32_t granted = granted_buffer(a->res.tcp, name)) a->sndbuf = granted;
   }
   return true;
+}
+
+uint32_t granted_buffer(int fd, int name) {
+  int v = 0;
+  socklen_t l = sizeof v;
+  int which = (name == SO_RCVBUF || name == SO_RCVBUFFORCE) ? SO_RCVBUF : SO_SNDBUF;
+  if (sys::getsockopt(fd, SOL_SOCKET, which, &v, &l) != 0 || v <= 0) return 0;
+  return static_cast<uint32_t>(v) / 2;
 }
 
 Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write) {

@@ -91,6 +91,10 @@ constexpr int kNotIo = INT_MIN;
 constexpr int kNonblockingWriteWaitMs = 20;
 Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write = false);
 
+// What a successful SO_RCVBUF/SO_SNDBUF(FORCE) gave `fd`: the kernel stores
+// twice the granted size (after its rmem_max/wmem_max clamp) and reports that.
+uint32_t granted_buffer(int fd, int name);
+
 // setsockopt on a number still accepting (or relayed, or failed): set on
 // its TCP socket with the handshake held, so that the handshake's end
 // either comes first (false: the caller sets it on the connection) or

@@ -146,9 +146,6 @@ TEST(WorkerPool, ThreadsAreNamedAfterTheirJob) {
 // gate of core/threads.h. (Thread ends are covered by the pool's threads
 // never ending in that build: IdleThreadsEnd.)
 TEST(WorkerPool, ChildrenForkedWhileThreadsStartCanStartTheirOwn) {
-  // As the shim's first constructor does: installed lazily by the starter
-  // thread's first start instead, it raced the first fork (child 0 hung).
-  threads::install_fork_gate();
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -178,7 +175,8 @@ TEST(WorkerPool, ChildrenForkedWhileThreadsStartCanStartTheirOwn) {
   // The starter is the test's own std::thread, outside the gate: a child
   // forked while it begins inherits libasan's allocator lock its start
   // takes (pthread_getattr_np's calloc) and hangs on it (child 0, nearly
-  // every run). Only the shim's own starts are under test.
+  // every run). Only the shim's own starts are under test. (The starter's
+  // first start also installs the fork gate: the forks come after it.)
   while (started.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   int hung = 0, failed = 0;
   for (int i = 0; i < 150 && !::testing::Test::HasFailure(); ++i) {
