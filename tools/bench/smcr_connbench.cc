@@ -12,6 +12,13 @@
 //       key=value: conns, secs, rate (connections/s), and in microseconds
 //       first_byte_{p50,p99,avg} (from the start of connect() to the first
 //       reply byte) and connect_{p50,p99} (connect() alone), errors.
+//   Both take a last argument `clc`: every connection first exchanges three
+//       messages of the sizes of SMC-R's CLC handshake (Proposal 52 bytes,
+//       client to server; Accept 68 back; Confirm 68 to the server) over the
+//       TCP connection before the request: plain TCP doing the work RFC 7609
+//       adds to a connection's start, the floor under any SMC-R
+//       implementation's short-lived connection on this machine (its data
+//       path may be cheaper than TCP's; its handshake cannot be).
 //   smcr_connbench idle-serve PORT N
 //       accepts N connections (blocking), then reports its memory before and
 //       after, and holds them idle until SIGINT/SIGTERM.
@@ -141,7 +148,9 @@ void hold_until_signal() {
 }
 
 // ---- serve ----------------------------------------------------------------------
-int cmd_serve(int port, size_t reply) {
+constexpr size_t kProposalBytes = 52, kAcceptBytes = 68, kConfirmBytes = 68;
+
+int cmd_serve(int port, size_t reply, bool clc) {
   install_signals();
   int lfd = listen_on(port, true);
   int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -151,6 +160,9 @@ int cmd_serve(int port, size_t reply) {
   epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
   std::string out(reply, 'r');
   std::unordered_map<int, bool> replied;  // fd -> reply sent
+  // clc: bytes of the Proposal + Confirm still to come (Accept sent after the Proposal).
+  std::unordered_map<int, size_t> handshake_left;
+  const std::string accept_msg(kAcceptBytes, 'a');
   unsigned long served = 0, errors = 0;
   printf("listening port=%d\n", port);
   fflush(stdout);
@@ -179,12 +191,27 @@ int cmd_serve(int port, size_t reply) {
           cev.data.fd = c;
           epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
           replied[c] = false;
+          if (clc) handshake_left[c] = kProposalBytes + kConfirmBytes;
         }
         continue;
       }
       bool done = false;
       for (;;) {
-        ssize_t r = read(fd, buf, sizeof buf);
+        auto hs = clc ? handshake_left.find(fd) : handshake_left.end();
+        size_t want = hs != handshake_left.end() ? std::min(sizeof buf, hs->second - (hs->second > kConfirmBytes ? kConfirmBytes : 0))
+                                                 : sizeof buf;
+        ssize_t r = read(fd, buf, want);
+        if (r > 0 && hs != handshake_left.end()) {
+          bool proposal_done = hs->second > kConfirmBytes && hs->second - static_cast<size_t>(r) == kConfirmBytes;
+          hs->second -= static_cast<size_t>(r);
+          if (proposal_done && write(fd, accept_msg.data(), accept_msg.size()) != static_cast<ssize_t>(accept_msg.size())) {
+            ++errors;
+            done = true;
+            break;
+          }
+          if (hs->second == 0) handshake_left.erase(hs);
+          continue;
+        }
         if (r > 0) {
           if (!replied[fd]) {
             size_t off = 0;
@@ -213,6 +240,7 @@ int cmd_serve(int port, size_t reply) {
         epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
         close(fd);
         replied.erase(fd);
+        handshake_left.erase(fd);
       }
     }
   }
@@ -230,7 +258,26 @@ double pct(std::vector<double>& v, double p) {
   return v[k];
 }
 
-int cmd_loop(int port, double secs, size_t req, size_t reply) {
+// The client's half of the `clc` exchange: Proposal out, Accept in, Confirm out.
+bool client_handshake(int fd) {
+  // The Confirm and the request are two writes in a row: Nagle would hold
+  // the request for the Confirm's ACK (SMC-R's request never meets Nagle:
+  // it goes through memory).
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  char msg[kAcceptBytes];
+  memset(msg, 'p', sizeof msg);
+  if (write(fd, msg, kProposalBytes) != static_cast<ssize_t>(kProposalBytes)) return false;
+  size_t got = 0;
+  while (got < kAcceptBytes) {
+    ssize_t r = read(fd, msg + got, kAcceptBytes - got);
+    if (r <= 0) { if (r < 0 && errno == EINTR) continue; return false; }
+    got += static_cast<size_t>(r);
+  }
+  return write(fd, msg, kConfirmBytes) == static_cast<ssize_t>(kConfirmBytes);
+}
+
+int cmd_loop(int port, double secs, size_t req, size_t reply, bool clc) {
   signal(SIGPIPE, SIG_IGN);
   std::string out(req, 'q');
   std::vector<char> in(reply + 1);
@@ -252,7 +299,7 @@ int cmd_loop(int port, double secs, size_t req, size_t reply) {
       continue;
     }
     double t1 = now_us();
-    bool ok = write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size());
+    bool ok = (!clc || client_handshake(fd)) && write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size());
     size_t got = 0;
     double tfirst = 0;
     while (ok && got < reply) {
@@ -332,8 +379,8 @@ int cmd_idle_connect(int port, int n) {
 
 int usage() {
   fprintf(stderr,
-          "usage: smcr_connbench serve PORT [REPLY_BYTES]\n"
-          "       smcr_connbench loop PORT SECS [REQ_BYTES] [REPLY_BYTES]\n"
+          "usage: smcr_connbench serve PORT [REPLY_BYTES] [clc]\n"
+          "       smcr_connbench loop PORT SECS [REQ_BYTES] [REPLY_BYTES] [clc]\n"
           "       smcr_connbench idle-serve PORT N\n"
           "       smcr_connbench idle-connect PORT N\n");
   return 2;
@@ -346,10 +393,12 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   int port = atoi(argv[2]);
   if (port <= 0 || port > 65535) return usage();
-  if (cmd == "serve") return cmd_serve(port, argc > 3 ? strtoul(argv[3], nullptr, 10) : 64);
+  bool clc = std::string(argv[argc - 1]) == "clc";
+  if (clc) --argc;
+  if (cmd == "serve") return cmd_serve(port, argc > 3 ? strtoul(argv[3], nullptr, 10) : 64, clc);
   if (cmd == "loop" && argc >= 4)
     return cmd_loop(port, atof(argv[3]), argc > 4 ? strtoul(argv[4], nullptr, 10) : 32,
-                    argc > 5 ? strtoul(argv[5], nullptr, 10) : 64);
+                    argc > 5 ? strtoul(argv[5], nullptr, 10) : 64, clc);
   if (cmd == "idle-serve" && argc >= 4) return cmd_idle_serve(port, atoi(argv[3]));
   if (cmd == "idle-connect" && argc >= 4) return cmd_idle_connect(port, atoi(argv[3]));
   return usage();
