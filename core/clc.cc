@@ -52,9 +52,9 @@ std::vector<uint8_t> finish(WireWriter& w) {
   return w.take();
 }
 
-bool trailer_ok(std::span<const uint8_t> bytes) {
-  return bytes.size() >= kTrailerLen &&
-         std::equal(kEyecatcher.begin(), kEyecatcher.end(), bytes.end() - kTrailerLen);
+bool trailer_ok(std::span<const uint8_t> bytes, bool smcd) {
+  const auto& eye = smcd ? kSmcdEyecatcher : kEyecatcher;
+  return bytes.size() >= kTrailerLen && std::equal(eye.begin(), eye.end(), bytes.end() - kTrailerLen);
 }
 
 // Common framing for every decoder: a valid header of the expected type whose
@@ -75,7 +75,7 @@ std::optional<Header> decode_frame(std::span<const uint8_t> bytes, Type expected
     fail(err, DecodeError::kBadLength);
     return std::nullopt;
   }
-  if (!trailer_ok(bytes)) {
+  if (!trailer_ok(bytes, header->smcd)) {
     fail(err, DecodeError::kBadEyecatcher);
     return std::nullopt;
   }
@@ -83,6 +83,12 @@ std::optional<Header> decode_frame(std::span<const uint8_t> bytes, Type expected
 }
 
 }  // namespace
+
+bool starts_like_clc(std::span<const uint8_t> bytes) {
+  const size_t n = std::min<size_t>(bytes.size(), 4);
+  return std::equal(bytes.begin(), bytes.begin() + n, kEyecatcher.begin()) ||
+         std::equal(bytes.begin(), bytes.begin() + n, kSmcdEyecatcher.begin());
+}
 
 std::string_view to_string(DecodeError e) {
   switch (e) {
@@ -105,7 +111,8 @@ std::optional<Header> decode_header(std::span<const uint8_t> bytes, DecodeError*
     return std::nullopt;
   }
   WireReader r(bytes);
-  if (r.bytes<4>() != kEyecatcher) {
+  const auto eye = r.bytes<4>();
+  if (eye != kEyecatcher && eye != kSmcdEyecatcher) {
     fail(err, DecodeError::kBadEyecatcher);
     return std::nullopt;
   }
@@ -115,6 +122,7 @@ std::optional<Header> decode_header(std::span<const uint8_t> bytes, DecodeError*
     return std::nullopt;
   }
   Header h;
+  h.smcd = eye == kSmcdEyecatcher;
   h.type = static_cast<Type>(type);
   h.length = r.be16();
   const uint8_t version_and_flags = r.u8();
@@ -218,7 +226,10 @@ std::optional<Proposal> decode_proposal(std::span<const uint8_t> bytes, DecodeEr
     p.offers_smcr_v1 = type_v1 == kSmcTypeR || type_v1 == kSmcTypeB;
     has_ip_area = type_v1 != kSmcTypeN;
   }
-  if (!has_ip_area) return p;
+  // SMC-D only (its eyecatcher): nothing of it is ours, and the IP area
+  // need not be read to decline it.
+  if (header->smcd) p.offers_smcr_v1 = false;
+  if (!has_ip_area || header->smcd) return p;
   if (p.ip_area_offset == kEceBlockLen && bytes.size() >= kProposalFixedLen + kEceBlockLen) {
     WireReader gap(bytes);
     gap.seek(kProposalFixedLen);
@@ -276,6 +287,10 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
   }
   auto header = decode_frame(bytes, expected, err);
   if (!header) return std::nullopt;
+  if (header->smcd) {  // an SMC-D answer to an SMC-R offer
+    fail(err, DecodeError::kBadField);
+    return std::nullopt;
+  }
   // Version 1 is exactly 68 bytes; Linux v2 Accept/Confirm (160/180 bytes)
   // keep the RFC fields in bytes 8-63 and append extensions we skip.
   // An smcr Accept may carry the agreed ECE in 12 more bytes (see clc.h).
@@ -320,13 +335,16 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
     fail(err, DecodeError::kTooShort);
     return std::nullopt;
   }
-  // Out-of-range fields are protocol errors; a reserved MTU is checked last
-  // because it alone calls for a Decline instead of terminating (RFC C.6).
-  if (m.rmbe_index == 0 || m.rmbe_size_code > rmb::kMaxCode) {
+  // Out-of-range fields are protocol errors; reserved values are checked
+  // last because they alone call for a Decline instead of terminating (RFC
+  // C.6): an MTU code, and an RMBE size past RFC 7609's 512 KiB (which Linux
+  // sends when its net.smc.rmem is larger: a peer to fall back with, not
+  // to reset).
+  if (m.rmbe_index == 0) {
     fail(err, DecodeError::kBadField);
     return std::nullopt;
   }
-  if (!rmb::decode_mtu(m.mtu_code)) {
+  if (m.rmbe_size_code > rmb::kMaxCode || !rmb::decode_mtu(m.mtu_code)) {
     fail(err, DecodeError::kReservedValue);
     return std::nullopt;
   }

@@ -16,6 +16,13 @@
 namespace smcr::clc {
 
 inline constexpr std::array<uint8_t, 4> kEyecatcher = {0xE2, 0xD4, 0xC3, 0xD9};
+// "SMCD" in EBCDIC: Linux frames its SMC-D-only messages with it (an SMC-D
+// loopback client's Proposal, its Declines). A CLC message all the same:
+// read, and answered (a Proposal offering no SMC-R gets a Decline), never
+// taken for application data. We never send it.
+inline constexpr std::array<uint8_t, 4> kSmcdEyecatcher = {0xE2, 0xD4, 0xC3, 0xC4};
+// Whether the first bytes of a stream (up to 4) can begin a CLC message.
+bool starts_like_clc(std::span<const uint8_t> bytes);
 inline constexpr size_t kHeaderLen = 8;
 inline constexpr size_t kTrailerLen = 4;
 inline constexpr size_t kProposalMinLen = 52;
@@ -48,8 +55,9 @@ struct Header {
   uint16_t length;
   uint8_t version;  // high nibble of byte 7
   uint8_t flags;    // low nibble of byte 7
+  bool smcd = false;  // framed with kSmcdEyecatcher (trailer must match)
 };
-// Validates the leading eyecatcher, type 1..4 and a length within
+// Validates the leading eyecatcher (either), type 1..4 and a length within
 // [minimum for the type, kMaxMessageLen]. Needs only the first 8 bytes.
 std::optional<Header> decode_header(std::span<const uint8_t> bytes, DecodeError* err = nullptr);
 

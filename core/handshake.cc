@@ -9,6 +9,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <cerrno>
@@ -161,8 +164,7 @@ Recv peek_bytes(int fd, uint8_t* buf, size_t want, int64_t deadline, size_t* got
     if (n > 0) {
       *got = static_cast<size_t>(n);
       // Enough to decide that this is not CLC? Then do not wait for more.
-      size_t cmp = std::min<size_t>(*got, 4);
-      if (std::memcmp(buf, clc::kEyecatcher.data(), cmp) != 0 || *got >= want) {
+      if (!clc::starts_like_clc(std::span<const uint8_t>(buf, *got)) || *got >= want) {
         result = Recv::kMessage;
         break;
       }
@@ -218,9 +220,8 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
     uint8_t quick[512];
     ssize_t n = sys::recv(fd, quick, sizeof quick, MSG_PEEK | MSG_DONTWAIT);
     clc::DecodeError err;
-    auto h = n >= static_cast<ssize_t>(clc::kHeaderLen) && std::memcmp(quick, clc::kEyecatcher.data(), 4) == 0
-                 ? clc::decode_header(std::span<const uint8_t>(quick, static_cast<size_t>(n)), &err)
-                 : std::nullopt;
+    auto h = n >= static_cast<ssize_t>(clc::kHeaderLen) ? clc::decode_header(std::span<const uint8_t>(quick, static_cast<size_t>(n)), &err)
+                                                         : std::nullopt;
     if (h && h->length <= static_cast<size_t>(n)) {
       out->assign(h->length, 0);
       if (sys::recv(fd, out->data(), h->length, MSG_DONTWAIT) != static_cast<ssize_t>(h->length)) return Recv::kError;
@@ -243,7 +244,7 @@ Recv recv_clc(int fd, int64_t deadline, std::vector<uint8_t>* out, clc::Header* 
   size_t got = 0;
   Recv r = peek_bytes(fd, head, sizeof head, deadline, &got);
   if (r != Recv::kMessage) return r;
-  if (std::memcmp(head, clc::kEyecatcher.data(), std::min<size_t>(got, 4)) != 0) return Recv::kNotClc;
+  if (!clc::starts_like_clc(std::span<const uint8_t>(head, got))) return Recv::kNotClc;
   clc::DecodeError err;
   auto h = clc::decode_header(std::span<const uint8_t>(head, got), &err);
   if (!h) return Recv::kMalformedHeader;
@@ -302,12 +303,46 @@ HandshakeOutcome decline(int fd, uint32_t code, Fallback why, int64_t deadline) 
   return fallback(why, code);
 }
 
+// A protocol error (RFC 7609 C.5): once both ends offered SMC-R, what the
+// peer sent where a CLC message belongs is neither a message we can take nor
+// application data. The TCP connection ends with a reset, as Linux ends it
+// (-EPROTO: no Decline, no fallback); the bytes never reach the
+// application. Said even without SMCR_DEBUG (the first few, then every
+// 1024th): a peer that does this is broken or hostile.
+HandshakeOutcome protocol_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+HandshakeOutcome protocol_error(const char* fmt, ...) {
+  static std::atomic<uint64_t> said{0};
+  uint64_t n = said.fetch_add(1, std::memory_order_relaxed);
+  if (n < 8 || n % 1024 == 0 || log_level() >= 1) {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    log_write(0, "CLC protocol error: %s: connection reset (protocol errors so far: %llu)", what,
+              static_cast<unsigned long long>(n + 1));
+  }
+  return terminate(Fallback::kProtocolError, ECONNRESET);
+}
+
+// A CLC message that did not decode: a reserved value gets a Decline and
+// both fall back (RFC C.6); anything else is a protocol error.
+HandshakeOutcome undecodable(int fd, const char* what, clc::DecodeError err, int64_t deadline) {
+  if (err == clc::DecodeError::kReservedValue) {
+    SMCR_LOG(1, "CLC: %s with a reserved value: declining", what);
+    return decline(fd, clc::decline::kProtocolError, Fallback::kReservedValue, deadline);
+  }
+  return protocol_error("malformed %s (%.*s)", what, static_cast<int>(clc::to_string(err).size()),
+                        clc::to_string(err).data());
+}
+
 HandshakeOutcome from_unexpected(int fd, Recv r, const std::vector<uint8_t>& msg, const clc::Header& h,
                                  int64_t deadline, const char* waiting_for) {
+  (void)fd;
+  (void)deadline;
   switch (r) {
     case Recv::kNotClc:
-      SMCR_LOG(1, "CLC: peer sent non-CLC bytes while we waited for %s: plain TCP", waiting_for);
-      return fallback(Fallback::kPeerNotClc);
+      return protocol_error("the peer sent bytes that are not CLC where its %s belongs", waiting_for);
     case Recv::kEof:
       SMCR_LOG(1, "CLC: peer closed while we waited for %s", waiting_for);
       return fallback(Fallback::kPeerNotClc);
@@ -315,23 +350,24 @@ HandshakeOutcome from_unexpected(int fd, Recv r, const std::vector<uint8_t>& msg
       SMCR_LOG(1, "CLC: timeout waiting for %s", waiting_for);
       return terminate(Fallback::kTimeout, ETIMEDOUT);
     case Recv::kMalformedHeader:
-      // Cannot tell where the message ends: the stream is unusable (C.6).
-      SMCR_LOG(1, "CLC: malformed CLC header while waiting for %s", waiting_for);
-      return terminate(Fallback::kProtocolError, ECONNRESET);
+      // Cannot tell where the message ends either.
+      return protocol_error("malformed CLC header where the peer's %s belongs", waiting_for);
     case Recv::kError:
       return terminate(Fallback::kInternal, errno ? errno : ECONNRESET);
     case Recv::kMessage:
       break;
   }
   if (h.type == clc::Type::kDecline) {
-    auto d = clc::decode_decline(msg);
-    uint32_t code = d ? d->diagnosis : 0;
-    SMCR_LOG(1, "CLC: peer declined (%08x %.*s) instead of %s", code,
-             static_cast<int>(clc::decline_reason(code).size()), clc::decline_reason(code).data(), waiting_for);
-    return fallback(Fallback::kPeerDeclined, code);
+    clc::DecodeError err;
+    auto d = clc::decode_decline(msg, &err);
+    if (!d) return undecodable(fd, "Decline", err, deadline);
+    SMCR_LOG(1, "CLC: peer declined (%08x %.*s) instead of %s", d->diagnosis,
+             static_cast<int>(clc::decline_reason(d->diagnosis).size()), clc::decline_reason(d->diagnosis).data(),
+             waiting_for);
+    return fallback(Fallback::kPeerDeclined, d->diagnosis);
   }
-  SMCR_LOG(1, "CLC: unexpected CLC type %d while waiting for %s", static_cast<int>(h.type), waiting_for);
-  return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+  return protocol_error("a CLC message of type %d where the peer's %s belongs", static_cast<int>(h.type),
+                        waiting_for);
 }
 
 // The IPv4 subnet of the interface that owns `addr` (RFC 3.5.1.2; Linux
@@ -1192,11 +1228,7 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
     return from_unexpected(fd, r, msg, h, deadline, "SMC Accept");
   clc::DecodeError err;
   auto acc = clc::decode_accept_confirm(msg, clc::Type::kAccept, &err);
-  if (!acc) {
-    SMCR_LOG(1, "CLC: bad Accept: %.*s", static_cast<int>(clc::to_string(err).size()), clc::to_string(err).data());
-    return decline(fd, clc::decline::kProtocolError,
-                   err == clc::DecodeError::kReservedValue ? Fallback::kReservedValue : Fallback::kProtocolError, deadline);
-  }
+  if (!acc) return undecodable(fd, "Accept", err, deadline);
   auto peer_size = rmb::decode_size(acc->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
   if (!acc->first_contact) {
@@ -1552,10 +1584,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
     return from_unexpected(fd, r, msg, h, deadline, "SMC Proposal");
   clc::DecodeError err;
   auto prop = clc::decode_proposal(msg, &err);
-  if (!prop) {
-    SMCR_LOG(1, "CLC: bad Proposal: %.*s", static_cast<int>(clc::to_string(err).size()), clc::to_string(err).data());
-    return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
-  }
+  if (!prop) return undecodable(fd, "Proposal", err, deadline);
   if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline);
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
@@ -1606,9 +1635,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   r = recv_clc(fd, deadline, &msg, &h);
   if (r != Recv::kMessage || h.type != clc::Type::kConfirm) return from_unexpected(fd, r, msg, h, deadline, "SMC Confirm");
   auto conf = clc::decode_accept_confirm(msg, clc::Type::kConfirm, &err);
-  if (!conf)
-    return decline(fd, clc::decline::kProtocolError,
-                   err == clc::DecodeError::kReservedValue ? Fallback::kReservedValue : Fallback::kProtocolError, deadline);
+  if (!conf) return undecodable(fd, "Confirm", err, deadline);
   auto peer_size = rmb::decode_size(conf->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
   if (shm) {

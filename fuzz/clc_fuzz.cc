@@ -22,7 +22,8 @@ void decode_all(std::span<const uint8_t> bytes) {
   if (auto p = decode_proposal(bytes, &err)) {
     check(header && header->type == Type::kProposal && header->length == bytes.size());
     check(p->ipv6_prefixes.size() <= 8);
-    if (p->version == 1) {
+    if (header->smcd) check(!p->offers_smcr_v1);
+    if (p->version == 1 && !header->smcd) {
       // Encoding emits version 1, so a v1 Proposal must survive unchanged.
       auto again = decode_proposal(encode(*p));
       check(again && *again == *p);
@@ -30,7 +31,7 @@ void decode_all(std::span<const uint8_t> bytes) {
   }
   for (Type type : {Type::kAccept, Type::kConfirm}) {
     if (auto m = decode_accept_confirm(bytes, type, &err)) {
-      check(header && header->type == type && header->length == bytes.size());
+      check(header && header->type == type && header->length == bytes.size() && !header->smcd);
       check(m->rmbe_index != 0 && m->rmbe_size_code <= 5 && m->mtu_code >= 1 && m->mtu_code <= 5);
       AcceptConfirm expected = *m;
       if (type == Type::kConfirm) expected.first_contact = false;  // F is never sent in Confirm
@@ -57,10 +58,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Random bytes rarely carry both eyecatchers and a matching length; frame
   // the input as a message so the decoders' field checks get exercised too.
+  // (mode bit 1: with Linux's SMC-D eyecatcher).
   if (mode & 1) {
-    std::vector<uint8_t> framed(kEyecatcher.begin(), kEyecatcher.end());
+    const auto& eye = mode & 2 ? kSmcdEyecatcher : kEyecatcher;
+    std::vector<uint8_t> framed(eye.begin(), eye.end());
     framed.insert(framed.end(), rest.begin(), rest.end());
-    framed.insert(framed.end(), kEyecatcher.begin(), kEyecatcher.end());
+    framed.insert(framed.end(), eye.begin(), eye.end());
     if (framed.size() >= kHeaderLen && framed.size() <= 0xFFFF) {
       framed[5] = static_cast<uint8_t>(framed.size() >> 8);
       framed[6] = static_cast<uint8_t>(framed.size());

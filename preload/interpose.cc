@@ -427,6 +427,11 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
         linger l{1, 0};
         smcr::sys::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
         smcr::sys::shutdown(fd, SHUT_RDWR);
+        // What the peer sent in place of its CLC message is still queued and
+        // would be read as the application's data: thrown away. Whatever it
+        // sends from now on resets the connection (data after our shutdown
+        // of the receiving side, RFC 1122 4.2.2.13).
+        smcr::sys::empty_socket(fd);
         return 0;
       }
       SMCR_LOG(1, "fd %d: connection reset during CLC (%s)", fd, smcr::fallback_name(o.reason));

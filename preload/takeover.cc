@@ -207,7 +207,8 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     a->reset_tcp = false;
     return;
   }
-  SMCR_LOG(1, "fd %d: connection reset after accept() (%s)", a->fd, fallback_name(o.reason));
+  SMCR_LOG(1, "fd %d: connection reset after %s returned (%s)", a->fd, a->client ? "connect()" : "accept()",
+           fallback_name(o.reason));
   // The application sees a reset socket: hung up, ECONNRESET once.
   sys::shutdown(a->res.engine_end, SHUT_RDWR);
   linger l{1, 0};

@@ -132,6 +132,7 @@ int serve_echo(const Options& o) {
   epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
   std::map<int, EchoConn> conns;
   int accepted = 0, closed = 0;
+  uint64_t received = 0;  // every byte the application read, all connections
   std::vector<uint8_t> buf(1 << 16);
   uint32_t et = o.edge ? static_cast<uint32_t>(EPOLLET) : 0u;
   for (;;) {
@@ -173,6 +174,7 @@ int serve_echo(const Options& o) {
         if (c.eof) break;
         ssize_t r = read(fd, buf.data(), buf.size());
         if (r > 0) {
+          received += static_cast<uint64_t>(r);
           c.pending.assign(buf.begin(), buf.begin() + r);
           continue;
         }
@@ -184,7 +186,11 @@ int serve_echo(const Options& o) {
         epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
         close(fd);
         conns.erase(it);
-        if (++closed == o.max_conns) return 0;
+        if (++closed == o.max_conns) {
+          printf("server conns=%d bytes_received=%llu\n", closed, static_cast<unsigned long long>(received));
+          fflush(stdout);
+          return 0;
+        }
         continue;
       }
       epoll_event cev{EPOLLIN | EPOLLRDHUP | et | (c.pending.empty() ? 0u : EPOLLOUT), {.fd = fd}};

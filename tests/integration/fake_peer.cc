@@ -1,8 +1,10 @@
 // A deliberately misbehaving SMC-R peer for the fallback tests. It opts its
 // socket in through the eBPF program (so the TCP option handshake says
-// "both SMC-R"), then speaks broken or declining CLC, and afterwards behaves
-// as a plain TCP echo peer so the test can prove the application's bytes
-// arrived intact. It never runs under the shim.
+// "both SMC-R"), then speaks broken or declining CLC. After a Decline it
+// behaves as a plain TCP echo peer so the test can prove the application's
+// bytes arrived intact; after a protocol error (bytes that are not a valid
+// CLC message) it reports how the connection ended and whether any byte came
+// back. It never runs under the shim.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -75,6 +77,16 @@ void echo_until_eof(int fd) {
   }
 }
 
+// Random bytes that do not begin like a CLC message (either eyecatcher).
+std::vector<uint8_t> random_bytes(size_t n) {
+  std::vector<uint8_t> b(n);
+  FILE* f = fopen("/dev/urandom", "rb");
+  if (!f || fread(b.data(), 1, n, f) != n) die("/dev/urandom");
+  fclose(f);
+  if (clc::starts_like_clc(b)) b[0] ^= 0xFF;
+  return b;
+}
+
 clc::Decline make_decline(uint32_t code) {
   clc::Decline d;
   d.peer_id = {0x12, 0x34, 0x02, 0, 0, 0, 0, 0x0B};
@@ -119,9 +131,18 @@ int serve(int port, const std::string& behaviour, int count) {
       usleep(50000);
       write_all(fd, bytes.data() + at, bytes.size() - at);
       echo_until_eof(fd);
-    } else if (behaviour == "garbage") {
-      const char banner[] = "NOT-SMC-BANNER\n";
-      write_all(fd, banner, sizeof banner - 1);
+    } else if (behaviour == "garbage" || behaviour == "random-accept") {
+      // Not CLC where the Accept belongs: a greeting, or 68 random bytes
+      // (an Accept's size). A protocol error: the client resets, and its
+      // application never sees these bytes.
+      std::vector<uint8_t> bytes;
+      if (behaviour == "garbage") {
+        const char banner[] = "NOT-SMC-BANNER\n";
+        bytes.assign(banner, banner + sizeof banner - 1);
+      } else {
+        bytes = random_bytes(clc::kAcceptConfirmLen);
+      }
+      write_all(fd, bytes.data(), bytes.size());
       echo_until_eof(fd);
     } else if (behaviour == "reserved-mtu") {
       clc::AcceptConfirm acc;
@@ -206,23 +227,60 @@ int client(int port, const std::string& behaviour) {
     close(fd);
     return 0;
   }
+  if (behaviour == "garbage" || behaviour == "malformed" || behaviour == "bad-eyecatcher" ||
+      behaviour == "random") {
+    // A protocol error where the Proposal belongs (RFC 7609 C.5): bytes that
+    // are not CLC, a Proposal with a bad trailing or leading eyecatcher, or
+    // random bytes. The server must reset the connection without handing
+    // any of them to its application (an echo server would send them back)
+    // and without a Decline (which would mean "go on over TCP").
+    std::vector<uint8_t> bytes;
+    if (behaviour == "garbage") {
+      const char req[] = "GET / HTTP/1.0\r\n\r\napplication bytes\n";
+      bytes.assign(req, req + sizeof req - 1);
+    } else if (behaviour == "random") {
+      bytes = random_bytes(52);
+    } else {
+      clc::Proposal p;
+      p.ipv4_subnet = 0x7f000000;
+      p.ipv4_prefix_len = 8;
+      bytes = clc::encode(p);
+      if (behaviour == "malformed") bytes[bytes.size() - 1] ^= 0xFF;
+      else bytes[0] ^= 0xFF;
+    }
+    write_all(fd, bytes.data(), bytes.size());
+    std::string got;
+    char buf[4096];
+    ssize_t k = 1;
+    for (int waited = 0; waited < 20000 && k > 0; waited += 100) {
+      pollfd pf{fd, POLLIN, 0};
+      if (poll(&pf, 1, 100) > 0) {
+        k = read(fd, buf, sizeof buf);
+        if (k > 0) got.append(buf, static_cast<size_t>(k));
+      }
+    }
+    const char* end = k == 0 ? "eof" : k < 0 ? strerror(errno) : "nothing in 20 s";
+    printf("%s client: %s after %zu bytes from the server\n", behaviour.c_str(), end, got.size());
+    close(fd);
+    return got.empty() && k <= 0 ? 0 : 1;
+  }
   std::string payload = "application bytes that must arrive intact\n";
-  if (behaviour == "garbage") {
-    payload = "GET / HTTP/1.0\r\n\r\n" + payload;  // not CLC: the server must treat it as data
-  } else if (behaviour == "decline") {
-    // Like a Linux client without a usable device: Decline instead of a Proposal.
-    write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcDevice)).data(), 28);
-  } else if (behaviour == "malformed") {
+  if (behaviour == "smcd-proposal") {
+    // Linux's SMC-D-only framing: CLC, offering no SMC-R. The server must
+    // answer it with a Decline and fall back.
     clc::Proposal p;
     p.ipv4_subnet = 0x7f000000;
     p.ipv4_prefix_len = 8;
     auto bytes = clc::encode(p);
-    bytes[bytes.size() - 1] ^= 0xFF;  // bad trailing eyecatcher
+    bytes[3] = bytes[bytes.size() - 1] = clc::kSmcdEyecatcher[3];
     write_all(fd, bytes.data(), bytes.size());
     std::vector<uint8_t> reply = read_clc(fd);
     bool declined = reply.size() == clc::kDeclineLen && reply[4] == 4;
-    fprintf(stderr, "fake_peer: server answered the malformed Proposal with %s\n", declined ? "a Decline" : "something else");
+    fprintf(stderr, "fake_peer: server answered the SMC-D Proposal with %s\n", declined ? "a Decline" : "something else");
     if (!declined) return 1;
+  } else if (behaviour == "decline") {
+    // Like a Linux client without a usable device: Decline instead of a Proposal.
+    write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcDevice)).data(), 28);
   } else {
     fprintf(stderr, "fake_peer: unknown behaviour %s\n", behaviour.c_str());
     return 2;
@@ -251,8 +309,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 4) {
     fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
-                    "  server behaviours: decline split-decline garbage reserved-mtu silent\n"
-                    "  client behaviours: decline garbage malformed silent half-proposal no-confirm\n"
+                    "  server behaviours: decline split-decline garbage random-accept reserved-mtu silent\n"
+                    "  client behaviours: decline smcd-proposal garbage malformed bad-eyecatcher random silent\n"
+                    "                     half-proposal no-confirm\n"
                     "  (FAKE_PEER_DELAY_MS: wait first)\n");
     return 2;
   }

@@ -60,11 +60,27 @@ for at in 5 12; do
     [ "$(stat_sum fallback.peer_declined)" = 1 -a "$(stat_sum fallback_total)" = 1 ]
 done
 
-# The server answers the Proposal with bytes that are not CLC.
-start_fake garbage
-OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K --banner $'NOT-SMC-BANNER\n'); reap
-check "server sends non-CLC bytes: they reach the app, then data intact" [ "$(field ok "$OUT")" = 1 ]
-check "server sends non-CLC bytes: counted as peer_not_clc" [ "$(stat_sum fallback.peer_not_clc)" = 1 ]
+# The server answers the Proposal with bytes that are not CLC (a greeting),
+# or with 68 random bytes in place of the Accept: a protocol error once both
+# ends offered SMC-R (RFC 7609 C.5; Linux ends it too). The client's
+# connection is reset and its application never sees those bytes.
+# The last case with the client's handshake off connect() (SMCR_CLC_CONNECT_WAIT_US=0:
+# connect() returns before the answer and the CLC ends on a thread).
+for b in garbage random-accept random-accept:async; do
+  wait_us=-1
+  [ "${b#*:}" = async ] && wait_us=0
+  start_fake "${b%:*}"
+  OUT=$(SMCR_CLC_CONNECT_WAIT_US=$wait_us under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K 2>&1); reap
+  log "server $b: $OUT"
+  check "server sends $b in place of the Accept: the client's connection is reset" \
+    [ "$(field ok "$OUT")" = 0 -a -n "$(grep -i 'connection reset' <<<"$OUT")" ]
+  check "server sends $b: none of its bytes reached the application" [ "$(field payload_bytes "$OUT")" = 0 ]
+  check "server sends $b: counted as protocol_error" \
+    [ "$(stat_sum fallback.protocol_error)" = 1 -a "$(stat_sum fallback.peer_not_clc)" = 0 ]
+  if [ "$wait_us" = 0 ]; then
+    check "server sends $b: the handshake ended off connect()" [ "$(stat_sum clc_connect_async)" = 1 ]
+  fi
+done
 
 # The server's Accept carries a reserved MTU: we Decline and fall back (RFC C.6).
 start_fake reserved-mtu
@@ -98,25 +114,51 @@ check "silent server, handshake off connect(): an error, not a hang, within 5 s"
 check "silent server, handshake off connect(): it went on a thread ($(stat_sum clc_connect_async)), a timeout" \
   [ "$(stat_sum clc_connect_async)" = 1 -a "$(stat_sum fallback.timeout)" = 1 ]
 
-# Client-side misbehaviour against an SMC-R server (echo server under smc_run).
-for b in garbage decline malformed; do
-  start under_smc "$ECHO_TOOL" server --max-conns 1
-  OUT=$(timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
-  reap
-  log "client $b: $OUT"
-  check "client sends $b: server falls back, echo intact" [ "$rc" = 0 ]
-done
-
-# The same from a client silent for 300 ms after connecting: accept() does
-# not wait for it (the handshake runs on a thread of the server's), and the
-# late fallback relays the TCP bytes to the application intact.
-for b in garbage decline malformed; do
-  start under_smc "$ECHO_TOOL" server --max-conns 1
-  OUT=$(FAKE_PEER_DELAY_MS=300 timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
-  reap
-  log "slow client $b: $OUT"
-  check "slow client sends $b: server falls back through a relay, echo intact" [ "$rc" = 0 ]
-  check "slow client sends $b: its CLC ran off accept() ($(stat_sum clc_threaded) threaded)" [ "$(stat_sum clc_threaded)" = 1 ]
+# Client-side misbehaviour against an SMC-R server (echo server under
+# smc_run). A Decline, or a Proposal framed as Linux frames SMC-D-only ones
+# (answered with a Decline): the server falls back, echo intact. Bytes that
+# are not a valid CLC message where the Proposal belongs (an HTTP request, a
+# Proposal with a bad trailing or leading eyecatcher, random bytes): the
+# server resets the connection, no Decline, and its application reads none
+# of them (the echo server counts what it read).
+# A client silent for 300 ms after connecting (FAKE_PEER_DELAY_MS) goes the
+# other way through the server: accept() does not wait for it (the
+# handshake runs on a thread of the server's), a fallback is relayed.
+echo_server() {  # echo_server -> PORT, SPID; its report in $TEST_TMP/server.out
+  PORT=$(free_port)
+  reset_stats
+  bg under_smc "$ECHO_TOOL" server --max-conns 1 --port "$PORT" >"$TEST_TMP/server.out"
+  SPID=$BG_PID
+  wait_port "$PORT"
+}
+off_accept_check() {  # off_accept_check WHO BEHAVIOUR DELAY
+  [ "$3" = 0 ] || check "$1 sends $2: its CLC ran off accept() ($(stat_sum clc_threaded) threaded)" \
+    [ "$(stat_sum clc_threaded)" = 1 ]
+}
+for delay in 0 300; do
+  who="client"
+  [ "$delay" = 0 ] || who="slow client"
+  for b in decline smcd-proposal; do
+    echo_server
+    OUT=$(FAKE_PEER_DELAY_MS=$delay timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
+    reap
+    log "$who $b: $OUT"
+    check "$who sends $b: server falls back, echo intact" [ "$rc" = 0 ]
+    check "$who sends $b: counted as peer_declined or a Decline sent" \
+      [ "$(stat_sum fallback.peer_declined)" = 1 -o "$(stat_sum fallback.no_fabric)" = 1 ]
+    off_accept_check "$who" "$b" "$delay"
+  done
+  for b in garbage malformed bad-eyecatcher random; do
+    echo_server
+    OUT=$(FAKE_PEER_DELAY_MS=$delay timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
+    reap
+    log "$who $b: $OUT; server: $(cat "$TEST_TMP/server.out")"
+    check "$who sends $b: the connection ends, nothing comes back" [ "$rc" = 0 ]
+    check "$who sends $b: the server's application read none of it" \
+      [ "$(field bytes_received "$(cat "$TEST_TMP/server.out")")" = 0 ]
+    check "$who sends $b: counted as protocol_error" [ "$(stat_sum fallback.protocol_error)" = 1 ]
+    off_accept_check "$who" "$b" "$delay"
+  done
 done
 
 # A client that never speaks must not hold a single-threaded server (the

@@ -596,10 +596,48 @@ TEST(ClcMalformed, WrongLeadingEyecatcher) {
       EXPECT_EQ(err, DecodeError::kBadEyecatcher);
     }
   }
-  // SMC-D messages carry "SMCD"; this engine speaks SMC-R only.
-  auto smcd = kAcceptFirstContact;
-  smcd[3] = 0xC4;
-  EXPECT_FALSE(decode_header(smcd));
+}
+
+// "SMCD" frames Linux's SMC-D-only messages: CLC all the same (read and
+// answered, never application data), but nothing this engine takes.
+TEST(ClcSmcd, SmcdFramingIsClc) {
+  EXPECT_TRUE(starts_like_clc(kEyecatcher));
+  EXPECT_TRUE(starts_like_clc(kSmcdEyecatcher));
+  EXPECT_TRUE(starts_like_clc(std::span<const uint8_t>(kSmcdEyecatcher.data(), 3)));
+  EXPECT_TRUE(starts_like_clc(std::span<const uint8_t>()));
+  const std::array<uint8_t, 4> http = {'G', 'E', 'T', ' '};
+  EXPECT_FALSE(starts_like_clc(http));
+  EXPECT_FALSE(starts_like_clc(std::span<const uint8_t>(http.data(), 1)));
+
+  auto reframe = [](std::vector<uint8_t> bytes, bool lead, bool trail) {
+    if (lead) bytes[3] = 0xC4;
+    if (trail) bytes[bytes.size() - 1] = 0xC4;
+    return bytes;
+  };
+  // An Accept framed "SMCD" answers an SMC-R offer with SMC-D: out of range.
+  DecodeError err;
+  auto acc = reframe(kAcceptFirstContact, true, true);
+  auto h = decode_header(acc, &err);
+  ASSERT_TRUE(h) << to_string(err);
+  EXPECT_TRUE(h->smcd);
+  EXPECT_FALSE(decode_accept_confirm(acc, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+  // The two eyecatchers must agree.
+  EXPECT_FALSE(decode_accept_confirm(reframe(kAcceptFirstContact, true, false), Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadEyecatcher);
+  EXPECT_FALSE(decode_accept_confirm(reframe(kAcceptFirstContact, false, true), Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadEyecatcher);
+  // A Proposal so framed offers no SMC-R (whatever its type bits say): it
+  // decodes, to be declined.
+  for (const auto* bytes : {&kProposalIpv4, &kLinuxV16, &kLinuxV04}) {
+    auto p = decode_proposal(reframe(*bytes, true, true), &err);
+    ASSERT_TRUE(p) << to_string(err);
+    EXPECT_FALSE(p->offers_smcr_v1);
+  }
+  // A Decline so framed is a Decline.
+  auto d = decode_decline(reframe(kLinuxV02, true, true), &err);
+  ASSERT_TRUE(d) << to_string(err);
+  EXPECT_EQ(d->diagnosis, 0x03030000u);
 }
 
 TEST(ClcMalformed, WrongTrailingEyecatcher) {
@@ -709,13 +747,15 @@ TEST(ClcMalformed, V1AcceptMustBeExactly68Bytes) {
   EXPECT_TRUE(decode_accept_confirm(bytes, Type::kAccept, &err)) << to_string(err);
 }
 
-TEST(ClcMalformed, BsizeCodeAboveFiveIsBadField) {
+// Past RFC 7609's 512 KiB: what Linux sends with a larger net.smc.rmem, a
+// peer to decline and fall back with (C.6), not a malformed message.
+TEST(ClcMalformed, BsizeCodeAboveFiveIsReservedValue) {
   for (uint8_t code = 6; code < 16; ++code) {
     auto bytes = kAcceptFirstContact;
     bytes[50] = static_cast<uint8_t>(code << 4 | 3);
     DecodeError err;
     EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
-    EXPECT_EQ(err, DecodeError::kBadField) << int(code);
+    EXPECT_EQ(err, DecodeError::kReservedValue) << int(code);
   }
 }
 
