@@ -16,14 +16,33 @@ constexpr uint8_t kOutOfSyncFlag = 0x08;
 // Linux splits byte 7 of version >= 2 messages as version:4 | typev2:2 | typev1:2,
 // where each type is R(0), D(1), N(2, none) or B(3, both).
 constexpr uint8_t kTypeV1Mask = 0x03;
+constexpr uint8_t kTypeV2Shift = 2;
 constexpr uint8_t kSmcTypeR = 0;
 constexpr uint8_t kSmcTypeN = 2;
 constexpr uint8_t kSmcTypeB = 3;
+constexpr uint8_t kVersion2 = 2;
+
 
 constexpr size_t kProposalFixedLen = 40;  // header + peer id + gid + mac + offset field
 constexpr size_t kIpAreaFixedLen = 8;     // subnet(4) prefix_len(1) reserved(2) count(1)
 constexpr size_t kIpv6PrefixLen = 17;     // 16-byte prefix + 1-byte length, unpadded
 constexpr size_t kMaxIpv6Prefixes = 8;
+
+// The v2 Proposal: a 40-byte SMC-D area follows the fixed fields (always,
+// whatever is offered); its bytes 10-11 give the SMCv2 extension's start as
+// an offset from the end of that field (Linux: 1..172).
+constexpr size_t kSmcdAreaLen = 40;
+constexpr size_t kV2ExtOffsetField = kProposalFixedLen + 10;  // 50
+constexpr size_t kV2ExtBase = kV2ExtOffsetField + 2;           // 52
+constexpr uint16_t kV2ExtOffsetMax = 172;
+constexpr size_t kV2ExtFixedLen = 40;  // eid_cnt .. reserved, before the UEIDs
+// The v2 Accept/Confirm: the RFC's 64 bytes, the UEID and 8 reserved bytes
+// (108 with the trailer), then with F the first-contact extension (52), then
+// in a Confirm the GID list (4 + 16 per GID).
+constexpr size_t kV2AcceptConfirmBase = 64 + kUeidLen + 8;        // 104
+constexpr size_t kV2FirstContactLen = 52;
+constexpr size_t kV2GidListFixedLen = 4;
+constexpr size_t kMaxV2Gids = 8;
 
 void fail(DecodeError* err, DecodeError e) {
   if (err) *err = e;
@@ -139,7 +158,58 @@ std::optional<Header> decode_header(std::span<const uint8_t> bytes, DecodeError*
   return h;
 }
 
+namespace {
+
+void write_ip_area(WireWriter& w, const Proposal& p) {
+  w.be32(p.ipv4_subnet);
+  w.u8(p.ipv4_prefix_len);
+  w.zeros(2);
+  // The RFC allows at most 8 prefixes; extra ones would make a message every
+  // receiver rejects, so they are not sent.
+  const size_t count = std::min(p.ipv6_prefixes.size(), kMaxIpv6Prefixes);
+  w.u8(static_cast<uint8_t>(count));
+  for (size_t i = 0; i < count; ++i) {
+    w.bytes(p.ipv6_prefixes[i].prefix);
+    w.u8(p.ipv6_prefixes[i].prefix_len);
+  }
+}
+
+std::vector<uint8_t> encode_v2(const Proposal& p) {
+  const SmcrV2Offer& v2 = *p.v2;
+  WireWriter w;
+  const uint8_t type_v1 = p.offers_smcr_v1 ? kSmcTypeR : kSmcTypeN;
+  write_header(w, Type::kProposal, static_cast<uint8_t>((kVersion2 << 4) | (kSmcTypeR << kTypeV2Shift) | type_v1));
+  w.bytes(p.peer_id);
+  w.bytes(p.gid);
+  w.bytes(p.mac);
+  const size_t ip_area_len =
+      p.offers_smcr_v1 ? kIpAreaFixedLen + kIpv6PrefixLen * std::min(p.ipv6_prefixes.size(), kMaxIpv6Prefixes) : 0;
+  w.be16(p.offers_smcr_v1 ? static_cast<uint16_t>(kSmcdAreaLen) : 0);  // the IP area follows the SMC-D area
+  // SMC-D area: ISM GID and CHID (none), the extension's offset, reserved.
+  w.zeros(kV2ExtOffsetField - kProposalFixedLen);
+  w.be16(static_cast<uint16_t>(kProposalFixedLen + kSmcdAreaLen + ip_area_len - kV2ExtBase));
+  w.zeros(kProposalFixedLen + kSmcdAreaLen - kV2ExtBase);
+  if (p.offers_smcr_v1) write_ip_area(w, p);
+  const size_t ueids = std::min(v2.ueids.size(), kMaxUeids);
+  w.u8(static_cast<uint8_t>(ueids));
+  w.u8(0);  // ISM GIDs
+  w.u8(0);
+  w.u8(static_cast<uint8_t>((v2.release << 4) | (v2.seid ? 1 : 0)));
+  w.zeros(2);
+  w.be16(0);  // no SMC-Dv2 extension
+  w.bytes(v2.roce_gid);
+  w.u8(v2.max_conns);
+  w.u8(v2.max_links);
+  w.be16(v2.feature_mask);
+  w.zeros(12);
+  for (size_t i = 0; i < ueids; ++i) w.bytes(v2.ueids[i]);
+  return finish(w);
+}
+
+}  // namespace
+
 std::vector<uint8_t> encode(const Proposal& p) {
+  if (p.v2) return encode_v2(p);
   WireWriter w;
   write_header(w, Type::kProposal, kVersion1 << 4);
   w.bytes(p.peer_id);
@@ -154,25 +224,18 @@ std::vector<uint8_t> encode(const Proposal& p) {
     w.be16(p.ip_area_offset);
     w.zeros(p.ip_area_offset);
   }
-  w.be32(p.ipv4_subnet);
-  w.u8(p.ipv4_prefix_len);
-  w.zeros(2);
-  // The RFC allows at most 8 prefixes; extra ones would make a message every
-  // receiver rejects, so they are not sent.
-  const size_t count = std::min(p.ipv6_prefixes.size(), kMaxIpv6Prefixes);
-  w.u8(static_cast<uint8_t>(count));
-  for (size_t i = 0; i < count; ++i) {
-    w.bytes(p.ipv6_prefixes[i].prefix);
-    w.u8(p.ipv6_prefixes[i].prefix_len);
-  }
+  write_ip_area(w, p);
   return finish(w);
 }
 
 std::vector<uint8_t> encode(const AcceptConfirm& m) {
   WireWriter w;
-  // F is reserved in Confirm (RFC A.2.4), so it is only ever sent in Accept.
-  const bool send_first_contact = m.type == Type::kAccept && m.first_contact;
-  write_header(w, m.type, (kVersion1 << 4) | (send_first_contact ? kFirstContactFlag : 0));
+  // F is reserved in a v1 Confirm (RFC A.2.4), so it is only ever sent in
+  // Accept; Linux's v2 sets it in both, with the first-contact extension.
+  const bool send_first_contact =
+      m.v2 ? m.first_contact || m.v2->first_contact.has_value() : m.type == Type::kAccept && m.first_contact;
+  write_header(w, m.type, static_cast<uint8_t>(((m.v2 ? kVersion2 : kVersion1) << 4) |
+                                               (send_first_contact ? kFirstContactFlag : 0)));
   w.bytes(m.peer_id);
   w.bytes(m.gid);
   w.bytes(m.mac);
@@ -185,7 +248,26 @@ std::vector<uint8_t> encode(const AcceptConfirm& m) {
   w.be64(m.rmb_vaddr);
   w.zeros(1);
   w.be24(m.psn & 0xFFFFFF);
-  if (m.type == Type::kAccept && m.ece) {
+  if (m.v2) {
+    w.bytes(m.v2->eid);
+    w.zeros(8);
+    if (const auto& fce = m.v2->first_contact) {
+      w.u8(fce->v2_direct ? 0x80 : 0);
+      w.u8(static_cast<uint8_t>((fce->os_type << 4) | (fce->release & 0x0F)));
+      w.zeros(2);
+      w.bytes(fce->hostname);
+      w.u8(fce->max_conns);
+      w.u8(fce->max_links);
+      w.be16(fce->feature_mask);
+      w.zeros(12);  // vendor options, reserved
+      if (m.type == Type::kConfirm) {
+        const size_t n = std::min(m.v2->gids.size(), kMaxV2Gids);
+        w.u8(static_cast<uint8_t>(n));
+        w.zeros(3);
+        for (size_t i = 0; i < n; ++i) w.bytes(m.v2->gids[i]);
+      }
+    }
+  } else if (m.type == Type::kAccept && m.ece) {
     w.be32(kEceMagic);
     w.be32(m.ece->vendor_id);
     w.be32(m.ece->options);
@@ -195,10 +277,17 @@ std::vector<uint8_t> encode(const AcceptConfirm& m) {
 
 std::vector<uint8_t> encode(const Decline& d) {
   WireWriter w;
-  write_header(w, Type::kDecline, (kVersion1 << 4) | (d.out_of_sync ? kOutOfSyncFlag : 0));
+  const bool v2 = d.version >= kVersion2;
+  write_header(w, Type::kDecline,
+               static_cast<uint8_t>(((v2 ? kVersion2 : kVersion1) << 4) | (d.out_of_sync ? kOutOfSyncFlag : 0)));
   w.bytes(d.peer_id);
   w.be32(d.diagnosis);
-  w.zeros(4);
+  if (v2) {
+    w.u8(static_cast<uint8_t>(d.os_type << 4));
+    w.zeros(3 + 16);  // reserved, peer_diagnosis_v2[4]
+  } else {
+    w.zeros(4);
+  }
   return finish(w);
 }
 
@@ -219,57 +308,107 @@ std::optional<Proposal> decode_proposal(std::span<const uint8_t> bytes, DecodeEr
   // the SMC types offered per version in byte 7 and, when SMC-Rv1 is not
   // offered (typev1 = N), omits the IP area altogether and zeroes the v1 fields.
   bool has_ip_area = true;
+  uint8_t type_v2 = kSmcTypeN;
   if (p.version == kVersion1) {
     p.offers_smcr_v1 = true;
   } else {
     const uint8_t type_v1 = header->flags & kTypeV1Mask;
+    type_v2 = (header->flags >> kTypeV2Shift) & kTypeV1Mask;
     p.offers_smcr_v1 = type_v1 == kSmcTypeR || type_v1 == kSmcTypeB;
     has_ip_area = type_v1 != kSmcTypeN;
   }
-  // SMC-D only (its eyecatcher): nothing of it is ours, and the IP area
-  // need not be read to decline it.
-  if (header->smcd) p.offers_smcr_v1 = false;
-  if (!has_ip_area || header->smcd) return p;
-  if (p.ip_area_offset == kEceBlockLen && bytes.size() >= kProposalFixedLen + kEceBlockLen) {
-    WireReader gap(bytes);
-    gap.seek(kProposalFixedLen);
-    if (gap.be32() == kEceMagic) {
-      Ece e;
-      e.vendor_id = gap.be32();
-      e.options = gap.be32();
-      p.ece = e;
+  // SMC-D only (its eyecatcher): nothing of it is ours, and nothing more
+  // need be read to decline it.
+  if (header->smcd) {
+    p.offers_smcr_v1 = false;
+    return p;
+  }
+  const size_t body_end = bytes.size() - kTrailerLen;
+  size_t parsed_end = kProposalFixedLen;  // where what we read ends
+  if (has_ip_area) {
+    if (p.ip_area_offset == kEceBlockLen && bytes.size() >= kProposalFixedLen + kEceBlockLen) {
+      WireReader gap(bytes);
+      gap.seek(kProposalFixedLen);
+      if (gap.be32() == kEceMagic) {
+        Ece e;
+        e.vendor_id = gap.be32();
+        e.options = gap.be32();
+        p.ece = e;
+      }
+    }
+    const size_t ip_area_start = kProposalFixedLen + size_t{p.ip_area_offset};
+    if (ip_area_start + kIpAreaFixedLen > body_end) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    r.seek(ip_area_start);
+    p.ipv4_subnet = r.be32();
+    p.ipv4_prefix_len = r.u8();
+    r.skip(2);
+    const uint8_t ipv6_count = r.u8();
+    if (ipv6_count > kMaxIpv6Prefixes) {
+      fail(err, DecodeError::kBadField);
+      return std::nullopt;
+    }
+    parsed_end = ip_area_start + kIpAreaFixedLen + kIpv6PrefixLen * ipv6_count;
+    // A v1 message is exactly header + fields + IP area + trailer.
+    const bool length_ok = p.version == kVersion1 ? parsed_end == body_end : parsed_end <= body_end;
+    if (!length_ok) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    for (uint8_t i = 0; i < ipv6_count; ++i) {
+      Ipv6Prefix prefix;
+      prefix.prefix = r.bytes<16>();
+      prefix.prefix_len = r.u8();
+      p.ipv6_prefixes.push_back(prefix);
     }
   }
-
-  // Only the trailer may follow the IP area; it must fit before it.
-  const size_t body_end = bytes.size() - kTrailerLen;
-  const size_t ip_area_start = kProposalFixedLen + size_t{p.ip_area_offset};
-  if (ip_area_start + kIpAreaFixedLen > body_end) {
-    fail(err, DecodeError::kBadLength);
-    return std::nullopt;
-  }
-  r.seek(ip_area_start);
-  p.ipv4_subnet = r.be32();
-  p.ipv4_prefix_len = r.u8();
-  r.skip(2);
-  const uint8_t ipv6_count = r.u8();
-  if (ipv6_count > kMaxIpv6Prefixes) {
-    fail(err, DecodeError::kBadField);
-    return std::nullopt;
-  }
-  const size_t ip_area_end = ip_area_start + kIpAreaFixedLen + kIpv6PrefixLen * ipv6_count;
-  // A v1 message is exactly header + fields + IP area + trailer; Linux v2
-  // messages carry extensions after the IP area, which are not ours to read.
-  const bool length_ok = p.version == kVersion1 ? ip_area_end == body_end : ip_area_end <= body_end;
-  if (!length_ok) {
-    fail(err, DecodeError::kBadLength);
-    return std::nullopt;
-  }
-  for (uint8_t i = 0; i < ipv6_count; ++i) {
-    Ipv6Prefix prefix;
-    prefix.prefix = r.bytes<16>();
-    prefix.prefix_len = r.u8();
-    p.ipv6_prefixes.push_back(prefix);
+  if (type_v2 == kSmcTypeR || type_v2 == kSmcTypeB) {
+    // The SMCv2 extension, where the SMC-D area says, after the IP area,
+    // checked as Linux checks it (smc_clc_msg_prop_valid): a message that
+    // fails is malformed, not merely unsupported.
+    if (kProposalFixedLen + kSmcdAreaLen > body_end) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    r.seek(kV2ExtOffsetField);
+    const uint16_t ext_offset = r.be16();
+    if (ext_offset < 1 || ext_offset > kV2ExtOffsetMax) {
+      fail(err, DecodeError::kBadField);
+      return std::nullopt;
+    }
+    const size_t ext_start = kV2ExtBase + ext_offset;
+    if (ext_start < std::max(parsed_end, kProposalFixedLen + kSmcdAreaLen) || ext_start + kV2ExtFixedLen > body_end) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    r.seek(ext_start);
+    SmcrV2Offer v2;
+    const uint8_t eid_count = r.u8();
+    r.skip(2);  // ISM GIDs (SMC-D), reserved
+    const uint8_t flag = r.u8();
+    v2.release = flag >> 4;
+    v2.seid = flag & 0x01;
+    r.skip(4);  // reserved, the SMC-Dv2 extension's offset
+    v2.roce_gid = r.bytes<16>();
+    v2.max_conns = r.u8();
+    v2.max_links = r.u8();
+    v2.feature_mask = r.be16();
+    r.skip(12);
+    if (eid_count > kMaxUeids) {
+      fail(err, DecodeError::kBadField);
+      return std::nullopt;
+    }
+    parsed_end = ext_start + kV2ExtFixedLen + kUeidLen * eid_count;
+    // SMC-D's parts may follow when it is offered too; otherwise nothing.
+    const bool smcd_too = type_v2 == kSmcTypeB;
+    if (smcd_too ? parsed_end > body_end : parsed_end != body_end) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    for (uint8_t i = 0; i < eid_count; ++i) v2.ueids.push_back(r.bytes<kUeidLen>());
+    p.v2 = std::move(v2);
   }
   if (!r.ok()) {
     fail(err, DecodeError::kTooShort);
@@ -291,11 +430,14 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
     fail(err, DecodeError::kBadField);
     return std::nullopt;
   }
-  // Version 1 is exactly 68 bytes; Linux v2 Accept/Confirm (160/180 bytes)
-  // keep the RFC fields in bytes 8-63 and append extensions we skip.
-  // An smcr Accept may carry the agreed ECE in 12 more bytes (see clc.h).
+  // Version 1 is exactly 68 bytes; Linux v2 Accept/Confirm keep the RFC
+  // fields in bytes 8-63 and add the UEID (108 bytes at least, as Linux
+  // checks), then with F the first-contact extension; bytes past what we
+  // know are skipped. An smcr Accept may carry the agreed ECE in 12 more
+  // bytes (see clc.h).
   const bool ece_length = expected == Type::kAccept && header->length == kAcceptConfirmLen + kEceBlockLen;
-  if (header->version == kVersion1 && header->length != kAcceptConfirmLen && !ece_length) {
+  if (header->version == kVersion1 ? header->length != kAcceptConfirmLen && !ece_length
+                                   : header->length < kV2AcceptConfirmBase + kTrailerLen) {
     fail(err, DecodeError::kBadLength);
     return std::nullopt;
   }
@@ -331,6 +473,37 @@ std::optional<AcceptConfirm> decode_accept_confirm(std::span<const uint8_t> byte
     e.options = r.be32();
     m.ece = e;
   }
+  if (header->version >= kVersion2) {
+    const size_t body_end = bytes.size() - kTrailerLen;
+    AcceptConfirmV2 v2;
+    v2.eid = r.bytes<kUeidLen>();
+    r.skip(8);
+    if (m.first_contact && body_end >= kV2AcceptConfirmBase + kV2FirstContactLen) {
+      FirstContactV2 fce;
+      fce.v2_direct = r.u8() & 0x80;
+      const uint8_t os_release = r.u8();
+      fce.os_type = os_release >> 4;
+      fce.release = os_release & 0x0F;
+      r.skip(2);
+      fce.hostname = r.bytes<32>();
+      fce.max_conns = r.u8();
+      fce.max_links = r.u8();
+      fce.feature_mask = r.be16();
+      r.skip(12);
+      v2.first_contact = fce;
+      const size_t list_start = kV2AcceptConfirmBase + kV2FirstContactLen;
+      if (expected == Type::kConfirm && body_end >= list_start + kV2GidListFixedLen) {
+        const uint8_t count = r.u8();
+        r.skip(3);
+        if (count > kMaxV2Gids || list_start + kV2GidListFixedLen + 16 * size_t{count} > body_end) {
+          fail(err, count > kMaxV2Gids ? DecodeError::kBadField : DecodeError::kBadLength);
+          return std::nullopt;
+        }
+        for (uint8_t i = 0; i < count; ++i) v2.gids.push_back(r.bytes<16>());
+      }
+    }
+    m.v2 = std::move(v2);
+  }
   if (!r.ok()) {
     fail(err, DecodeError::kTooShort);
     return std::nullopt;
@@ -355,9 +528,9 @@ std::optional<Decline> decode_decline(std::span<const uint8_t> bytes, DecodeErro
   auto header = decode_frame(bytes, Type::kDecline, err);
   if (!header) return std::nullopt;
   // Linux v2 Declines are 44 bytes (os_type plus peer_diagnosis_v2[4] before
-  // the trailer); the v1 fields keep their RFC offsets.
-  const bool length_ok = header->version == kVersion1 ? header->length == kDeclineLen
-                                                      : header->length >= kDeclineLen;
+  // the trailer); the v1 fields keep their RFC offsets. Linux takes exactly
+  // these two lengths.
+  const bool length_ok = header->length == (header->version == kVersion1 ? kDeclineLen : kDeclineV2Len);
   if (!length_ok) {
     fail(err, DecodeError::kBadLength);
     return std::nullopt;
@@ -369,6 +542,8 @@ std::optional<Decline> decode_decline(std::span<const uint8_t> bytes, DecodeErro
   d.out_of_sync = header->flags & kOutOfSyncFlag;
   d.peer_id = r.bytes<8>();
   d.diagnosis = r.be32();
+  d.version = header->version >= kVersion2 ? kVersion2 : kVersion1;
+  if (d.version == kVersion2) d.os_type = r.u8() >> 4;
   if (!r.ok()) {
     fail(err, DecodeError::kTooShort);
     return std::nullopt;

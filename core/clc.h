@@ -28,6 +28,7 @@ inline constexpr size_t kTrailerLen = 4;
 inline constexpr size_t kProposalMinLen = 52;
 inline constexpr size_t kAcceptConfirmLen = 68;
 inline constexpr size_t kDeclineLen = 28;
+inline constexpr size_t kDeclineV2Len = 44;
 // Largest message we are willing to buffer while waiting for it to arrive
 // (Linux v2 Confirm with a GID list is 180 + 16*n; 1 KiB bounds a hostile length).
 inline constexpr size_t kMaxMessageLen = 1024;
@@ -81,6 +82,27 @@ struct Ece {
 inline constexpr uint32_t kEceMagic = 0xC5C3C540;  // "ECE " in EBCDIC
 inline constexpr size_t kEceBlockLen = 12;
 
+// --- SMC-Rv2 (Linux's layout; ../shared/spec/SMC-Rv2-LINUX.md sections 3, 4) ---
+// A UEID: 32 ASCII bytes, space-padded (A-Z, 0-9, '.', '-').
+inline constexpr size_t kUeidLen = 32;
+inline constexpr size_t kMaxUeids = 8;
+using Ueid = std::array<uint8_t, kUeidLen>;
+// Our SMC-Rv2 release: 1 = SMC v2.1 (max_conns, max_links, feature_mask).
+inline constexpr uint8_t kV2Release = 1;
+inline constexpr uint8_t kOsLinux = 2;  // os_type: 1 z/OS, 2 Linux, 3 AIX
+
+// The SMCv2 extension of a Proposal that offers SMC-Rv2 (typev2 R or B).
+struct SmcrV2Offer {
+  uint8_t release = kV2Release;  // flag 0xF0; Linux 6.1 sends 0
+  bool seid = false;             // flag 0x01 (s390 only)
+  Gid roce_gid{};                // the client's RoCE v2 GID (IPv4-mapped)
+  uint8_t max_conns = 0;         // read only with release >= 1
+  uint8_t max_links = 0;
+  uint16_t feature_mask = 0;
+  std::vector<Ueid> ueids;       // 0..8 (Linux declines an offer without one)
+  bool operator==(const SmcrV2Offer&) const = default;
+};
+
 struct Proposal {
   PeerId peer_id{};
   Gid gid{};
@@ -94,7 +116,31 @@ struct Proposal {
   // (Linux v2-capable Proposals set version 2 and typev1 = R(0) or B(3)).
   uint8_t version = 1;
   bool offers_smcr_v1 = true;
+  // SMC-Rv2 offered. Encoding one emits Linux's v2 layout (version 2, the
+  // 40-byte SMC-D area, then the IP area when offers_smcr_v1, then the
+  // extension); without it, an RFC 7609 version-1 Proposal.
+  std::optional<SmcrV2Offer> v2;
   bool operator==(const Proposal&) const = default;
+};
+
+// An SMC-Rv2 Accept or Confirm after the RFC fields (bytes 64-103), and on a
+// first contact Linux's first-contact extension (104-155) and, in a
+// Confirm, the client's GID list.
+struct FirstContactV2 {
+  bool v2_direct = true;          // no gateway between the two GIDs
+  uint8_t os_type = kOsLinux;
+  uint8_t release = kV2Release;
+  std::array<uint8_t, 32> hostname{};  // space-padded ASCII
+  uint8_t max_conns = 0;          // negotiated (release >= 1), echoed in the Confirm
+  uint8_t max_links = 0;
+  uint16_t feature_mask = 0;
+  bool operator==(const FirstContactV2&) const = default;
+};
+struct AcceptConfirmV2 {
+  Ueid eid{};                               // the negotiated UEID
+  std::optional<FirstContactV2> first_contact;  // sent with F
+  std::vector<Gid> gids;                    // Confirm with F: the client's GIDs
+  bool operator==(const AcceptConfirmV2&) const = default;
 };
 
 // Accept (server -> client) and Confirm (client -> server) share one layout.
@@ -113,6 +159,9 @@ struct AcceptConfirm {
   uint64_t rmb_vaddr = 0;
   uint32_t psn = 0;             // 24 bits
   std::optional<Ece> ece;       // Accept only: the agreed ECE (80-byte Accept)
+  // SMC-Rv2: encoded as version 2 (108 bytes, 160 or more with the
+  // first-contact extension, whose presence also sets F in a Confirm).
+  std::optional<AcceptConfirmV2> v2;
   bool operator==(const AcceptConfirm&) const = default;
 };
 
@@ -120,6 +169,10 @@ struct Decline {
   PeerId peer_id{};
   uint32_t diagnosis = 0;
   bool out_of_sync = false;  // S bit
+  // 1: RFC 7609's 28 bytes. 2: Linux's 44 (os_type, room for four more
+  // diagnoses); a v2 peer gets the version it proposed or accepted.
+  uint8_t version = 1;
+  uint8_t os_type = 0;       // version 2 only
   bool operator==(const Decline&) const = default;
 };
 

@@ -369,3 +369,180 @@ std::optional<Message> decode(std::span<const uint8_t> bytes, DecodeError* err,
 }
 
 }  // namespace smcr::llc
+
+namespace smcr::llc::v2 {
+
+namespace {
+
+constexpr uint8_t kTypeNibble = 0x0F;
+constexpr size_t kAddLinkExtFixedLen = 28;  // v2_direct .. num_rkeys, after the 44 bytes
+constexpr size_t kRtokenPairLen = 16;
+constexpr size_t kReqAddLinkGidsAt = 28;
+constexpr size_t kMaxReqAddLinkGids = 8;
+constexpr size_t kMaxAddLinkRtokens = (kMaxMessageLen - kMessageLen - kAddLinkExtFixedLen) / kRtokenPairLen;
+
+void fail(DecodeError* err, DecodeError e) {
+  if (err) *err = e;
+}
+
+// Version 2's header over a version-1 encoding: the type's version nibble,
+// and the length (little-endian) where version 1 has its length byte and a
+// reserved (or ADD LINK's reason) byte.
+void frame_v2(std::vector<uint8_t>& out) {
+  if (out.size() < kMessageLen) return;  // never: every caller built 44 bytes or more
+  out[0] = static_cast<uint8_t>((kVersion << 4) | (out[0] & kTypeNibble));
+  out[1] = static_cast<uint8_t>(out.size() & 0xFF);
+  out[2] = static_cast<uint8_t>(out.size() >> 8);
+}
+
+}  // namespace
+
+size_t claimed_length(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 3 || (bytes[0] >> 4) != kVersion) return 0;
+  return size_t{bytes[1]} | size_t{bytes[2]} << 8;
+}
+
+std::optional<Message> decode(std::span<const uint8_t> bytes, DecodeError* err) {
+  fail(err, DecodeError::kNone);
+  if (bytes.size() < kMessageLen) {
+    fail(err, DecodeError::kTooShort);
+    return std::nullopt;
+  }
+  if ((bytes[0] >> 4) == 0) return llc::decode(bytes, err, LayoutVariant::kLinux);
+  if ((bytes[0] >> 4) != kVersion) {
+    fail(err, DecodeError::kBadType);
+    return std::nullopt;
+  }
+  const size_t length = claimed_length(bytes);
+  if (length < kMessageLen || length > kMaxMessageLen || length > bytes.size()) {
+    fail(err, DecodeError::kBadLength);
+    return std::nullopt;
+  }
+  const uint8_t type = bytes[0] & kTypeNibble;
+  switch (static_cast<Type>(type)) {
+    case Type::kConfirmLink:
+    case Type::kAddLink:
+    case Type::kDeleteLink:
+    case Type::kConfirmRkey:
+    case Type::kTestLink:
+    case Type::kDeleteRkey:
+      break;
+    default:  // the continuations, REQ ADD LINK (decode_req_add_link), unknown types
+      fail(err, DecodeError::kBadType);
+      return std::nullopt;
+  }
+  // The 44-byte part reads as version 1 does, once its header says so.
+  std::array<uint8_t, kMessageLen> head;
+  std::copy_n(bytes.begin(), kMessageLen, head.begin());
+  head[0] = type;
+  head[1] = static_cast<uint8_t>(kMessageLen);
+  head[2] = 0;  // no reason nibble in version 2
+  auto m = llc::decode(head, err, LayoutVariant::kLinux);
+  if (!m) return std::nullopt;
+  if (auto* cl = std::get_if<ConfirmLink>(&*m)) cl->max_conns = bytes[35];
+  if (auto* al = std::get_if<AddLink>(&*m); al && length > kMessageLen) {
+    if (length < kMessageLen + kAddLinkExtFixedLen) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    WireReader r(bytes.first(length));
+    r.seek(kMessageLen);
+    AddLinkV2Ext ext;
+    ext.v2_direct = r.u8() & 0x80;
+    r.skip(1);
+    ext.client_target_gid = r.bytes<16>();
+    r.skip(8);
+    const size_t count = size_t{r.u8()} | size_t{r.u8()} << 8;  // host order on the wire: Linux on x86
+    if (length != kMessageLen + kAddLinkExtFixedLen + kRtokenPairLen * count) {
+      fail(err, DecodeError::kBadLength);
+      return std::nullopt;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      RtokenPair t;
+      t.reference_rkey = r.be32();
+      t.new_rkey = r.be32();
+      t.new_vaddr = r.be64();
+      ext.rtokens.push_back(t);
+    }
+    if (!r.ok()) {
+      fail(err, DecodeError::kTooShort);
+      return std::nullopt;
+    }
+    al->v2_ext = std::move(ext);
+  }
+  return m;
+}
+
+std::optional<ReqAddLink> decode_req_add_link(std::span<const uint8_t> bytes, DecodeError* err) {
+  fail(err, DecodeError::kNone);
+  if (bytes.size() < kMessageLen) {
+    fail(err, DecodeError::kTooShort);
+    return std::nullopt;
+  }
+  if (bytes[0] != ((kVersion << 4) | kReqAddLinkType)) {
+    fail(err, DecodeError::kBadType);
+    return std::nullopt;
+  }
+  const size_t length = claimed_length(bytes);
+  if (length < kMessageLen || length > bytes.size() || length > kMaxMessageLen) {
+    fail(err, DecodeError::kBadLength);
+    return std::nullopt;
+  }
+  ReqAddLink m;
+  m.reply = bytes[3] & 0x80;
+  const size_t count = bytes[24];
+  if (count > kMaxReqAddLinkGids) {
+    fail(err, DecodeError::kBadField);
+    return std::nullopt;
+  }
+  if (kReqAddLinkGidsAt + 16 * count > length) {
+    fail(err, DecodeError::kBadLength);
+    return std::nullopt;
+  }
+  WireReader r(bytes.first(length));
+  r.seek(kReqAddLinkGidsAt);
+  for (size_t i = 0; i < count; ++i) m.gids.push_back(r.bytes<16>());
+  return m;
+}
+
+std::vector<uint8_t> encode(const Message& m) {
+  if (std::holds_alternative<AddLinkContinuation>(m) || std::holds_alternative<ConfirmRkeyContinuation>(m)) return {};
+  auto v1 = llc::encode(m, LayoutVariant::kLinux);
+  std::vector<uint8_t> out(v1.begin(), v1.end());
+  if (const auto* cl = std::get_if<ConfirmLink>(&m)) out[35] = cl->max_conns;
+  if (const auto* al = std::get_if<AddLink>(&m); al && al->v2_ext) {
+    const AddLinkV2Ext& ext = *al->v2_ext;
+    const size_t count = std::min(ext.rtokens.size(), kMaxAddLinkRtokens);
+    WireWriter w;
+    w.u8(ext.v2_direct ? 0x80 : 0);
+    w.zeros(1);
+    w.bytes(ext.client_target_gid);
+    w.zeros(8);
+    w.u8(static_cast<uint8_t>(count & 0xFF));  // num_rkeys: host order on the wire (Linux on x86)
+    w.u8(static_cast<uint8_t>(count >> 8));
+    for (size_t i = 0; i < count; ++i) {
+      w.be32(ext.rtokens[i].reference_rkey);
+      w.be32(ext.rtokens[i].new_rkey);
+      w.be64(ext.rtokens[i].new_vaddr);
+    }
+    const auto& tail = w.buffer();
+    out.insert(out.end(), tail.begin(), tail.end());
+  }
+  frame_v2(out);
+  return out;
+}
+
+std::vector<uint8_t> encode(const ReqAddLink& m) {
+  // A reply is the request echoed with R and everything after the header
+  // zeroed (Linux: smc_llc_send_req_add_link_response).
+  const size_t count = m.reply ? 0 : std::min(m.gids.size(), kMaxReqAddLinkGids);
+  std::vector<uint8_t> out(std::max(kMessageLen, kReqAddLinkGidsAt + 16 * count), 0);
+  out[0] = kReqAddLinkType;
+  out[3] = m.reply ? 0x80 : 0;
+  out[24] = static_cast<uint8_t>(count);
+  for (size_t i = 0; i < count; ++i) std::copy(m.gids[i].begin(), m.gids[i].end(), out.begin() + kReqAddLinkGidsAt + 16 * i);
+  frame_v2(out);
+  return out;
+}
+
+}  // namespace smcr::llc::v2

@@ -4,9 +4,10 @@
 // (44), byte 3 flags with R (reply) at 0x80; reserved bytes are sent as zero
 // and ignored on receipt.
 //
-// Only LLC version 1 (type bytes 0x01..0x09) is handled. Linux SMC-Rv2 LLC
-// messages carry version 2 in the type's high nibble (0x21, 0x22, ...) and a
-// little-endian length; classify() reports those as protocol errors.
+// Version 1 (type bytes 0x01..0x09) is RFC 7609's, what classify() and
+// decode() read. Linux's SMC-Rv2 link groups frame them as version 2 (type
+// 0x21, 0x22, ...; a little-endian length in bytes 1-2, up to 8 KiB), read
+// and written by the v2:: functions below.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <span>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace smcr::llc {
 
@@ -74,11 +76,29 @@ struct ConfirmLink {
   uint8_t link_num = 0;
   uint32_t link_user_id = 0;
   uint8_t max_links = 0;  // 0 from a client means "accept the server's"
+  uint8_t max_conns = 0;  // version 2 only (byte 35; reserved in version 1)
   bool operator==(const ConfirmLink&) const = default;
 };
 
+struct RtokenPair {
+  uint32_t reference_rkey = 0;  // the RMB's RKey on the link this message travels on
+  uint32_t new_rkey = 0;        // the same RMB's RKey on the new link
+  uint64_t new_vaddr = 0;
+  bool operator==(const RtokenPair&) const = default;
+};
+
+// Version 2 ADD LINK (a request, or a reply that accepts) carries the
+// RTokens itself: version 2 has no ADD LINK CONTINUATION.
+struct AddLinkV2Ext {
+  bool v2_direct = true;
+  Gid client_target_gid{};
+  std::vector<RtokenPair> rtokens;
+  bool operator==(const AddLinkV2Ext&) const = default;
+};
+
 struct AddLink {
-  // RsnCode values for a rejecting reply (Z set).
+  // RsnCode values for a rejecting reply (Z set; version 1 only: in version
+  // 2 byte 2 is the length's high byte).
   static constexpr uint8_t kReasonNoAlternatePath = 1;
   static constexpr uint8_t kReasonInvalidMtu = 2;
 
@@ -91,14 +111,8 @@ struct AddLink {
   uint8_t link_num = 0;     // of the new link
   uint8_t mtu_code = 0;     // 4 bits; not validated here so a reply can say "invalid MTU"
   uint32_t initial_psn = 0; // 24 bits
+  std::optional<AddLinkV2Ext> v2_ext;  // version 2 only
   bool operator==(const AddLink&) const = default;
-};
-
-struct RtokenPair {
-  uint32_t reference_rkey = 0;  // the RMB's RKey on the link this message travels on
-  uint32_t new_rkey = 0;        // the same RMB's RKey on the new link
-  uint64_t new_vaddr = 0;
-  bool operator==(const RtokenPair&) const = default;
 };
 
 struct AddLinkContinuation {
@@ -168,7 +182,9 @@ struct DeleteRkey {
   bool reply = false;
   bool negative = false;   // Z
   uint8_t count = 0;       // 0..8
-  uint8_t error_mask = 0;  // MSB = first RKey failed
+  // Version 1: MSB = first RKey failed. Version 2 (Linux): the number of
+  // RKeys that failed, the list zeroed.
+  uint8_t error_mask = 0;
   std::array<uint32_t, kMaxDeleteRkeys> rkeys{};  // first `count` used
   bool operator==(const DeleteRkey&) const = default;
 };
@@ -199,5 +215,40 @@ inline std::optional<Message> decode(std::span<const uint8_t> bytes, LayoutVaria
                                      DecodeError* err = nullptr) {
   return decode(bytes, err, layout);
 }
+
+// --- Version 2 (Linux SMC-Rv2 link groups; ../shared/spec/SMC-Rv2-LINUX.md section 6) ---
+namespace v2 {
+
+inline constexpr uint8_t kVersion = 2;
+inline constexpr size_t kMaxMessageLen = 8192;  // what Linux posts receives for
+inline constexpr uint8_t kReqAddLinkType = 5;   // 0x25; no version-1 form
+
+// REQ ADD LINK: a client with another RNIC asks the server to add a link;
+// the server must answer (a reply with nothing else), or the client's RKey
+// flows wait for it.
+struct ReqAddLink {
+  bool reply = false;
+  std::vector<Gid> gids;  // the sender's, at most 8
+  bool operator==(const ReqAddLink&) const = default;
+};
+
+// The length a version-2 message claims (bytes 1-2, little-endian), or 0 if
+// `bytes` does not hold a version-2 header.
+size_t claimed_length(std::span<const uint8_t> bytes);
+
+// A message received on a version-2 link group: version 2 framing (length
+// 44..8192 and within `bytes`), or a version-1 message (byte 1 == 44),
+// which Linux also takes there. Version-1 ADD LINK is read in Linux's
+// layout. REQ ADD LINK and the types version 2 does not have (the
+// continuations) are kBadType here: Linux drops unknown types silently.
+std::optional<Message> decode(std::span<const uint8_t> bytes, DecodeError* err = nullptr);
+std::optional<ReqAddLink> decode_req_add_link(std::span<const uint8_t> bytes, DecodeError* err = nullptr);
+
+// Version-2 framing of `m`; empty for the continuations, which version 2
+// does not have. ADD LINK in Linux's layout, with its extension if set.
+std::vector<uint8_t> encode(const Message& m);
+std::vector<uint8_t> encode(const ReqAddLink& m);
+
+}  // namespace v2
 
 }  // namespace smcr::llc

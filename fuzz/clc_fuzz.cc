@@ -28,13 +28,21 @@ void decode_all(std::span<const uint8_t> bytes) {
       auto again = decode_proposal(encode(*p));
       check(again && *again == *p);
     }
+    if (p->v2 && !header->smcd) {
+      // Re-encoded in our v2 layout, the offer (and whether v1 is offered
+      // too) survives.
+      check(p->v2->ueids.size() <= kMaxUeids);
+      auto again = decode_proposal(encode(*p));
+      check(again && again->v2 == p->v2 && again->offers_smcr_v1 == p->offers_smcr_v1);
+    }
   }
   for (Type type : {Type::kAccept, Type::kConfirm}) {
     if (auto m = decode_accept_confirm(bytes, type, &err)) {
       check(header && header->type == type && header->length == bytes.size() && !header->smcd);
       check(m->rmbe_index != 0 && m->rmbe_size_code <= 5 && m->mtu_code >= 1 && m->mtu_code <= 5);
       AcceptConfirm expected = *m;
-      if (type == Type::kConfirm) expected.first_contact = false;  // F is never sent in Confirm
+      // F is never sent in a v1 Confirm; a v2 one carries it as Linux does.
+      if (type == Type::kConfirm && !m->v2) expected.first_contact = false;
       auto again = decode_accept_confirm(encode(*m), type);
       check(again && *again == expected);
     }

@@ -115,6 +115,9 @@ int serve(int port, const std::string& behaviour, int count) {
       close(fd);
       continue;
     }
+    // FAKE_PEER_DELAY_MS: a slow server, its answer that late (the client's
+    // handshake goes on a thread after connect() returned).
+    if (const char* d = getenv("FAKE_PEER_DELAY_MS")) usleep(static_cast<useconds_t>(atoi(d)) * 1000);
     if (behaviour == "decline") {
       write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcRDevice)).data(), 28);
       echo_until_eof(fd);
@@ -312,7 +315,7 @@ int main(int argc, char** argv) {
                     "  server behaviours: decline split-decline garbage random-accept reserved-mtu silent\n"
                     "  client behaviours: decline smcd-proposal garbage malformed bad-eyecatcher random silent\n"
                     "                     half-proposal no-confirm\n"
-                    "  (FAKE_PEER_DELAY_MS: wait first)\n");
+                    "  (FAKE_PEER_DELAY_MS: a client waits that long first, a server before its answer)\n");
     return 2;
   }
   std::string role = argv[1];

@@ -64,12 +64,13 @@ done
 # or with 68 random bytes in place of the Accept: a protocol error once both
 # ends offered SMC-R (RFC 7609 C.5; Linux ends it too). The client's
 # connection is reset and its application never sees those bytes.
-# The last case with the client's handshake off connect() (SMCR_CLC_CONNECT_WAIT_US=0:
-# connect() returns before the answer and the CLC ends on a thread).
+# The last case with the client's handshake off connect(): the server answers
+# 300 ms late and connect() returns before that (SMCR_CLC_CONNECT_WAIT_US=0),
+# the CLC ends on a thread.
 for b in garbage random-accept random-accept:async; do
-  wait_us=-1
-  [ "${b#*:}" = async ] && wait_us=0
-  start_fake "${b%:*}"
+  wait_us=-1 delay=0
+  [ "${b#*:}" = async ] && wait_us=0 delay=300
+  FAKE_PEER_DELAY_MS=$delay start_fake "${b%:*}"
   OUT=$(SMCR_CLC_CONNECT_WAIT_US=$wait_us under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 64K 2>&1); reap
   log "server $b: $OUT"
   check "server sends $b in place of the Accept: the client's connection is reset" \

@@ -433,13 +433,14 @@ TEST(ClcLinux, V04V2OnlyProposalDecodesWithoutSmcrV1) {
 }
 
 TEST(ClcLinux, V2ProposalTypeV1Bits) {
-  // typev1 B (both) offers SMC-Rv1; D (SMC-D only) does not, but has an IP area.
+  // typev1 B (both) offers SMC-Rv1; D (SMC-D only) does not, but has an IP
+  // area. (typev2 stays N: 0x08.)
   auto bytes = kLinuxV16;
-  bytes[7] = 0x23;
+  bytes[7] = 0x2B;
   auto both = decode_proposal(bytes);
   ASSERT_TRUE(both);
   EXPECT_TRUE(both->offers_smcr_v1);
-  bytes[7] = 0x21;
+  bytes[7] = 0x29;
   auto smcd_only = decode_proposal(bytes);
   ASSERT_TRUE(smcd_only);
   EXPECT_FALSE(smcd_only->offers_smcr_v1);
@@ -517,6 +518,175 @@ TEST(ClcLinux, V10V2DeclineOf44Bytes) {
   EXPECT_EQ(d->diagnosis, decline::kTimeoutConfirmLink);
   EXPECT_FALSE(d->out_of_sync);
   EXPECT_EQ(d->peer_id, arr<8>("fd1882e5a1836f5e"));
+}
+
+// --- SMC-Rv2: the kernel's own bytes, decoded and re-encoded byte for byte -----------
+
+void set_length(std::vector<uint8_t>& bytes, uint16_t length) {
+  bytes[5] = static_cast<uint8_t>(length >> 8);
+  bytes[6] = static_cast<uint8_t>(length);
+}
+
+Ueid ueid(std::string_view text) {
+  Ueid u;
+  u.fill(' ');
+  std::copy(text.begin(), text.end(), u.begin());
+  return u;
+}
+
+TEST(ClcV2, V12ProposalOfferAndExactReencode) {
+  DecodeError err;
+  auto p = decode_proposal(kLinuxV12, &err);
+  ASSERT_TRUE(p) << to_string(err);
+  EXPECT_FALSE(p->offers_smcr_v1);
+  ASSERT_TRUE(p->v2);
+  EXPECT_EQ(p->v2->release, 1);
+  EXPECT_FALSE(p->v2->seid);
+  EXPECT_EQ(p->v2->roce_gid, arr<16>("00000000000000000000ffff0a090102"));
+  EXPECT_EQ(p->v2->max_conns, 255);
+  EXPECT_EQ(p->v2->max_links, 2);
+  EXPECT_EQ(p->v2->feature_mask, 1);
+  ASSERT_EQ(p->v2->ueids.size(), 1u);
+  EXPECT_EQ(p->v2->ueids[0], ueid("SMCLAB-UEID-1"));
+  EXPECT_EQ(encode(*p), kLinuxV12);
+  // 6.1's (release 0, the v2.1 fields zero) likewise.
+  auto old = decode_proposal(kLinuxV04, &err);
+  ASSERT_TRUE(old && old->v2) << to_string(err);
+  EXPECT_EQ(old->v2->release, 0);
+  EXPECT_EQ(old->v2->max_conns, 0);
+  EXPECT_EQ(encode(*old), kLinuxV04);
+  // V16 offers v1 only (typev2 N): no extension.
+  EXPECT_FALSE(decode_proposal(kLinuxV16)->v2);
+}
+
+TEST(ClcV2, ProposalOfferingV1AndV2) {
+  // Linux's "typev1 = R" variant: v1 fields, the IP area after the SMC-D
+  // area, then the extension (164 bytes for IPv4 and one UEID).
+  Proposal p = digest_proposal_ipv4();
+  p.v2 = SmcrV2Offer{};
+  p.v2->roce_gid = arr<16>("00000000000000000000ffff0a090102");
+  p.v2->max_conns = 255;
+  p.v2->max_links = 2;
+  p.v2->ueids = {ueid("SMCLAB-UEID-1")};
+  auto bytes = encode(p);
+  ASSERT_EQ(bytes.size(), 164u);
+  EXPECT_EQ(bytes[7], 0x20);
+  EXPECT_EQ(bytes[38] << 8 | bytes[39], 40);       // iparea_offset
+  EXPECT_EQ(bytes[50] << 8 | bytes[51], 28 + 8);   // the extension after the IP area
+  DecodeError err;
+  auto back = decode_proposal(bytes, &err);
+  ASSERT_TRUE(back) << to_string(err);
+  EXPECT_TRUE(back->offers_smcr_v1);
+  EXPECT_EQ(back->ip_area_offset, 40);
+  EXPECT_EQ(back->ipv4_subnet, p.ipv4_subnet);
+  EXPECT_EQ(back->v2, p.v2);
+  // With IPv6 prefixes the extension moves on by 17 each.
+  p.ipv6_prefixes.resize(2);
+  bytes = encode(p);
+  EXPECT_EQ(bytes.size(), 164u + 34);
+  back = decode_proposal(bytes, &err);
+  ASSERT_TRUE(back) << to_string(err);
+  EXPECT_EQ(back->ipv6_prefixes.size(), 2u);
+  EXPECT_EQ(back->v2, p.v2);
+}
+
+TEST(ClcV2, MalformedExtensionsAreProtocolErrors) {
+  DecodeError err;
+  for (uint16_t offset : {uint16_t{0}, uint16_t{173}, uint16_t{0xFFFF}}) {
+    auto bytes = kLinuxV12;
+    bytes[50] = static_cast<uint8_t>(offset >> 8);
+    bytes[51] = static_cast<uint8_t>(offset);
+    EXPECT_FALSE(decode_proposal(bytes, &err)) << offset;
+    EXPECT_EQ(err, DecodeError::kBadField) << offset;
+  }
+  // An offset inside the SMC-D area, or one that leaves the extension past the end.
+  for (uint16_t offset : {uint16_t{1}, uint16_t{27}, uint16_t{29}}) {
+    auto bytes = kLinuxV12;
+    bytes[51] = static_cast<uint8_t>(offset);
+    EXPECT_FALSE(decode_proposal(bytes, &err)) << offset;
+    EXPECT_EQ(err, DecodeError::kBadLength) << offset;
+  }
+  auto nine = kLinuxV12;
+  nine[80] = 9;
+  EXPECT_FALSE(decode_proposal(nine, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+  // One UEID too many or too few for the length.
+  for (uint8_t count : {0, 2}) {
+    auto bytes = kLinuxV12;
+    bytes[80] = count;
+    EXPECT_FALSE(decode_proposal(bytes, &err)) << int(count);
+    EXPECT_EQ(err, DecodeError::kBadLength) << int(count);
+  }
+  // Too short to hold the SMC-D area at all.
+  auto short_one = kLinuxV12;
+  short_one.erase(short_one.begin() + 60, short_one.end() - 4);
+  set_length(short_one, static_cast<uint16_t>(short_one.size()));
+  EXPECT_FALSE(decode_proposal(short_one, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+}
+
+TEST(ClcV2, V13AcceptAndV14ConfirmExactReencode) {
+  DecodeError err;
+  auto a = decode_accept_confirm(kLinuxV13, Type::kAccept, &err);
+  ASSERT_TRUE(a && a->v2) << to_string(err);
+  EXPECT_EQ(a->v2->eid, ueid("SMCLAB-UEID-1"));
+  ASSERT_TRUE(a->v2->first_contact);
+  const FirstContactV2& f = *a->v2->first_contact;
+  EXPECT_TRUE(f.v2_direct);
+  EXPECT_EQ(f.os_type, kOsLinux);
+  EXPECT_EQ(f.release, 1);
+  std::array<uint8_t, 32> none;
+  none.fill(' ');
+  std::string_view n = "(none)";
+  std::copy(n.begin(), n.end(), none.begin());
+  EXPECT_EQ(f.hostname, none);
+  EXPECT_EQ(f.max_conns, 255);
+  EXPECT_EQ(f.max_links, 2);
+  EXPECT_EQ(f.feature_mask, 1);
+  EXPECT_TRUE(a->v2->gids.empty());
+  EXPECT_EQ(encode(*a), kLinuxV13);
+
+  auto c = decode_accept_confirm(kLinuxV14, Type::kConfirm, &err);
+  ASSERT_TRUE(c && c->v2 && c->v2->first_contact) << to_string(err);
+  ASSERT_EQ(c->v2->gids.size(), 1u);
+  EXPECT_EQ(c->v2->gids[0], arr<16>("00000000000000000000ffff0a090102"));
+  EXPECT_EQ(encode(*c), kLinuxV14);
+}
+
+TEST(ClcV2, SubsequentContactAcceptIs108Bytes) {
+  auto a = *decode_accept_confirm(kLinuxV13, Type::kAccept);
+  a.first_contact = false;
+  a.v2->first_contact.reset();
+  auto bytes = encode(a);
+  ASSERT_EQ(bytes.size(), 108u);
+  EXPECT_EQ(bytes[7], 0x20);
+  DecodeError err;
+  auto back = decode_accept_confirm(bytes, Type::kAccept, &err);
+  ASSERT_TRUE(back) << to_string(err);
+  EXPECT_EQ(*back, a);
+}
+
+TEST(ClcV2, ConfirmGidListMustFit) {
+  DecodeError err;
+  auto bytes = kLinuxV14;
+  bytes[156] = 2;  // claims two GIDs, carries one
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kConfirm, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  bytes[156] = 9;
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kConfirm, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+}
+
+TEST(ClcV2, V10DeclineExactReencode) {
+  auto d = decode_decline(kLinuxV10);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->version, 2);
+  EXPECT_EQ(d->os_type, kOsLinux);
+  EXPECT_EQ(encode(*d), kLinuxV10);
+  Decline v1 = *d;
+  v1.version = 1;
+  v1.os_type = 0;
+  EXPECT_EQ(encode(v1).size(), kDeclineLen);
 }
 
 // --- Malformed input ---------------------------------------------------------------
@@ -678,11 +848,6 @@ TEST(ClcMalformed, TypeOtherThanExpected) {
   EXPECT_EQ(err, DecodeError::kBadType);
 }
 
-void set_length(std::vector<uint8_t>& bytes, uint16_t length) {
-  bytes[5] = static_cast<uint8_t>(length >> 8);
-  bytes[6] = static_cast<uint8_t>(length);
-}
-
 TEST(ClcMalformed, LengthBelowTypeMinimum) {
   struct Case {
     std::vector<uint8_t> bytes;
@@ -742,9 +907,16 @@ TEST(ClcMalformed, V1AcceptMustBeExactly68Bytes) {
   DecodeError err;
   EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
   EXPECT_EQ(err, DecodeError::kBadLength);
-  // The same with version 2 is a Linux extension and decodes.
+  // With version 2, 108 bytes at least (the UEID), as Linux checks.
   bytes[7] = 0x28;
-  EXPECT_TRUE(decode_accept_confirm(bytes, Type::kAccept, &err)) << to_string(err);
+  EXPECT_FALSE(decode_accept_confirm(bytes, Type::kAccept, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  bytes.insert(bytes.end() - 4, 36, 0);
+  set_length(bytes, 108);
+  auto m = decode_accept_confirm(bytes, Type::kAccept, &err);
+  ASSERT_TRUE(m) << to_string(err);
+  ASSERT_TRUE(m->v2);
+  EXPECT_FALSE(m->v2->first_contact);  // F, but no room for the extension
 }
 
 // Past RFC 7609's 512 KiB: what Linux sends with a larger net.smc.rmem, a
@@ -852,10 +1024,11 @@ TEST(ClcMalformed, DeclineLengths) {
   v1_long[7] = 0x10;
   EXPECT_FALSE(decode_decline(v1_long, &err));
   EXPECT_EQ(err, DecodeError::kBadLength);
-  // A v2 Decline of the v1 size is still readable.
+  // A v2 Decline is exactly 44 bytes, as Linux takes it.
   auto v2_short = kLinuxV02;
   v2_short[7] = 0x20;
-  EXPECT_TRUE(decode_decline(v2_short, &err));
+  EXPECT_FALSE(decode_decline(v2_short, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
 }
 
 // --- Strings -------------------------------------------------------------------

@@ -554,6 +554,198 @@ TEST(LlcMalformed, LongerBufferDecodesFirst44Bytes) {
   EXPECT_EQ(decode_as<ConfirmRkey>(bytes), digest_confirm_rkey());
 }
 
+// --- Version 2: the kernel's SMC-Rv2 captures L01-L04, L10-L13, byte for byte --------
+
+const auto kL01 = hex("212c000352540000010100000000000000000000ffff0a090101000011010000010102ff0000000000000000");
+const auto kL02 = hex("212c008352540000010200000000000000000000ffff0a090102000011010000010102ff0000000000000000");
+const auto kL03 = hex(
+    "22580000525400000101000000000000000000000000ffff0a0901010000120203bb74b90000000000000000800000000000000000000000"
+    "ffff0a090101000000000000000001000000037f0000053cff11daebc53c0000");
+const auto kL04 = hex("222c00c0525400000101000000000000000000000000ffff0a0901010000120203bb74b90000000000000000");
+const auto kL10 = hex("292c0000010000000000037f0000000000000000000000000000000000000000000000000000000000000000");
+const auto kL12 = hex("292c008001000000000000000000000000000000000000000000000000000000000000000000000000000000");
+
+template <typename T>
+T decode_v2_as(const std::vector<uint8_t>& bytes) {
+  DecodeError err = DecodeError::kNone;
+  auto m = v2::decode(bytes, &err);
+  EXPECT_TRUE(m) << to_string(err);
+  if (!m || !std::holds_alternative<T>(*m)) {
+    ADD_FAILURE() << "decoded to the wrong message type";
+    return T{};
+  }
+  return std::get<T>(*m);
+}
+
+TEST(LlcV2, ConfirmLinkL01L02) {
+  auto req = decode_v2_as<ConfirmLink>(kL01);
+  EXPECT_FALSE(req.reply);
+  EXPECT_TRUE(req.no_rmbe_eyecatcher);
+  EXPECT_EQ(req.sender_mac, arr<6>("525400000101"));
+  EXPECT_EQ(req.sender_gid, arr<16>("00000000000000000000ffff0a090101"));
+  EXPECT_EQ(req.sender_qpn, 0x11u);
+  EXPECT_EQ(req.link_num, 1);
+  EXPECT_EQ(req.link_user_id, 0x101u);
+  EXPECT_EQ(req.max_links, 2);
+  EXPECT_EQ(req.max_conns, 255);
+  EXPECT_EQ(v2::encode(req), kL01);
+  auto reply = decode_v2_as<ConfirmLink>(kL02);
+  EXPECT_TRUE(reply.reply);
+  EXPECT_EQ(v2::encode(reply), kL02);
+  // Version 1 never carries max_conns (reserved there).
+  EXPECT_EQ(encode(req)[35], 0);
+  EXPECT_EQ(decode_as<ConfirmLink>(bytes_of(encode(req))).max_conns, 0);
+}
+
+TEST(LlcV2, AddLinkWithRtokensL03AndItsRejectL04) {
+  auto req = decode_v2_as<AddLink>(kL03);
+  EXPECT_FALSE(req.reply);
+  EXPECT_EQ(req.sender_gid, arr<16>("00000000000000000000ffff0a090101"));
+  EXPECT_EQ(req.sender_qpn, 0x12u);
+  EXPECT_EQ(req.link_num, 2);
+  EXPECT_EQ(req.mtu_code, 3);
+  EXPECT_EQ(req.initial_psn, 0xBB74B9u);
+  ASSERT_TRUE(req.v2_ext);
+  EXPECT_TRUE(req.v2_ext->v2_direct);
+  EXPECT_EQ(req.v2_ext->client_target_gid, arr<16>("00000000000000000000ffff0a090101"));
+  ASSERT_EQ(req.v2_ext->rtokens.size(), 1u);
+  EXPECT_EQ(req.v2_ext->rtokens[0].reference_rkey, 0x37Fu);
+  EXPECT_EQ(req.v2_ext->rtokens[0].new_rkey, 0x53Cu);
+  EXPECT_EQ(req.v2_ext->rtokens[0].new_vaddr, 0xFF11DAEBC53C0000u);
+  EXPECT_EQ(v2::encode(req), kL03);
+
+  auto reject = decode_v2_as<AddLink>(kL04);
+  EXPECT_TRUE(reject.reply);
+  EXPECT_TRUE(reject.rejected);
+  EXPECT_EQ(reject.reason_code, 0);  // byte 2 is the length's high byte in version 2
+  EXPECT_FALSE(reject.v2_ext);
+  EXPECT_EQ(v2::encode(reject), kL04);
+  // Linux's reject: the request's 44 bytes echoed with R and Z.
+  AddLink echo = req;
+  echo.v2_ext.reset();
+  echo.reply = echo.rejected = true;
+  EXPECT_EQ(v2::encode(echo), kL04);
+}
+
+TEST(LlcV2, AddLinkExtensionMustAddUp) {
+  DecodeError err;
+  auto bytes = kL03;
+  bytes[70] = 2;  // claims two RTokens, carries one
+  EXPECT_FALSE(v2::decode(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  auto cut = kL03;
+  cut.resize(60);  // longer than 44, shorter than the extension's fixed part
+  cut[1] = 60;
+  EXPECT_FALSE(v2::decode(cut, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  // Many RTokens: the length field's high byte in use.
+  AddLink big = decode_v2_as<AddLink>(kL03);
+  big.v2_ext->rtokens.resize(40);
+  auto encoded = v2::encode(big);
+  EXPECT_EQ(encoded.size(), 44u + 28 + 16 * 40);
+  EXPECT_EQ(v2::claimed_length(encoded), encoded.size());
+  EXPECT_EQ(decode_v2_as<AddLink>(encoded), big);
+}
+
+TEST(LlcV2, DeleteRkeyL10L12) {
+  auto req = decode_v2_as<DeleteRkey>(kL10);
+  EXPECT_FALSE(req.reply);
+  EXPECT_EQ(req.count, 1);
+  EXPECT_EQ(req.rkeys[0], 0x37Fu);
+  EXPECT_EQ(v2::encode(req), kL10);
+  auto reply = decode_v2_as<DeleteRkey>(kL12);
+  EXPECT_TRUE(reply.reply);
+  EXPECT_EQ(reply.count, 1);
+  EXPECT_EQ(reply.error_mask, 0);  // the number of unknown RKeys in version 2
+  EXPECT_EQ(v2::encode(reply), kL12);
+}
+
+TEST(LlcV2, OtherTypesRoundTrip) {
+  DeleteLink dl;
+  dl.all_links = dl.orderly = true;
+  dl.reason_code = DeleteLink::kReasonInactivity;
+  TestLink tl;
+  tl.user_data[0] = 0xAB;
+  ConfirmRkey cr;
+  cr.rkey = 0x1234;
+  cr.vaddr = 0x5678;
+  for (const Message& m : {Message{dl}, Message{tl}, Message{cr}}) {
+    auto bytes = v2::encode(m);
+    ASSERT_EQ(bytes.size(), kMessageLen);
+    EXPECT_EQ(bytes[0] >> 4, 2);
+    EXPECT_EQ(bytes[1], 44);
+    EXPECT_EQ(bytes[2], 0);
+    auto back = v2::decode(bytes);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, m);
+  }
+  // Version 2 has no continuations.
+  EXPECT_TRUE(v2::encode(Message{AddLinkContinuation{}}).empty());
+  EXPECT_TRUE(v2::encode(Message{ConfirmRkeyContinuation{}}).empty());
+}
+
+TEST(LlcV2, VersionOneMessagesAreTakenToo) {
+  // Linux processes version-1 messages in a version-2 group; ADD LINK in its layout.
+  auto req = decode_v2_as<AddLink>(kL03);
+  req.v2_ext.reset();
+  auto v1 = bytes_of(encode(Message{req}, LayoutVariant::kLinux));
+  EXPECT_EQ(decode_v2_as<AddLink>(v1), req);
+}
+
+TEST(LlcV2, MalformedFrames) {
+  DecodeError err;
+  auto bytes = kL01;
+  bytes[1] = 43;  // shorter than 44
+  EXPECT_FALSE(v2::decode(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  bytes = kL01;
+  bytes[1] = 45;  // past the bytes received
+  EXPECT_FALSE(v2::decode(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  bytes = kL01;
+  bytes[2] = 0x21;  // past 8 KiB
+  bytes.resize(0x2200);
+  EXPECT_FALSE(v2::decode(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+  for (uint8_t type : {0x23, 0x28, 0x25, 0x2F, 0x31, 0xF1}) {
+    bytes = kL01;
+    bytes[0] = type;
+    EXPECT_FALSE(v2::decode(bytes, &err)) << int(type);
+    EXPECT_EQ(err, DecodeError::kBadType) << int(type);
+  }
+  EXPECT_FALSE(v2::decode(std::span<const uint8_t>(kL01.data(), 43), &err));
+  EXPECT_EQ(err, DecodeError::kTooShort);
+}
+
+TEST(LlcV2, ReqAddLink) {
+  v2::ReqAddLink req;
+  req.gids = {arr<16>("00000000000000000000ffff0a090102"), arr<16>("00000000000000000000ffff0a090202")};
+  auto bytes = v2::encode(req);
+  ASSERT_EQ(bytes.size(), 28u + 32);
+  EXPECT_EQ(bytes[0], 0x25);
+  EXPECT_EQ(v2::claimed_length(bytes), bytes.size());
+  DecodeError err;
+  auto back = v2::decode_req_add_link(bytes, &err);
+  ASSERT_TRUE(back) << to_string(err);
+  EXPECT_EQ(*back, req);
+  // The answer: 44 bytes, R, nothing else.
+  v2::ReqAddLink answer;
+  answer.reply = true;
+  answer.gids = req.gids;
+  auto reply = v2::encode(answer);
+  std::vector<uint8_t> expected(44, 0);
+  expected[0] = 0x25;
+  expected[1] = 44;
+  expected[3] = 0x80;
+  EXPECT_EQ(reply, expected);
+  bytes[24] = 9;
+  EXPECT_FALSE(v2::decode_req_add_link(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadField);
+  bytes[24] = 3;  // claims more GIDs than its length holds
+  EXPECT_FALSE(v2::decode_req_add_link(bytes, &err));
+  EXPECT_EQ(err, DecodeError::kBadLength);
+}
+
 TEST(LlcStrings, DecodeErrors) {
   for (auto e : {DecodeError::kNone, DecodeError::kTooShort, DecodeError::kBadLength,
                  DecodeError::kBadType, DecodeError::kBadField}) {
