@@ -293,10 +293,16 @@ HandshakeOutcome send_failed() {
 }
 
 // Sends a Decline instead of our next CLC message and falls back (RFC C.1).
-HandshakeOutcome decline(int fd, uint32_t code, Fallback why, int64_t deadline) {
+// `version`: a server declining a version-2 Proposal answers in version 2, as
+// Linux does (44 bytes); everything else is RFC 7609's 28.
+HandshakeOutcome decline(int fd, uint32_t code, Fallback why, int64_t deadline, uint8_t version = 1) {
   clc::Decline d;
   d.peer_id = shm_identity().peer_id;
   d.diagnosis = code;
+  if (version >= 2) {
+    d.version = 2;
+    d.os_type = clc::kOsLinux;
+  }
   SMCR_LOG(1, "CLC: declining (%08x %.*s)", code, static_cast<int>(clc::decline_reason(code).size()),
            clc::decline_reason(code).data());
   if (!send_all(fd, clc::encode(d), deadline)) return errno == ETIMEDOUT ? terminate(why, ETIMEDOUT) : send_failed();
@@ -1585,9 +1591,11 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   clc::DecodeError err;
   auto prop = clc::decode_proposal(msg, &err);
   if (!prop) return undecodable(fd, "Proposal", err, deadline);
-  if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline);
-  if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
-  if (!prop->offers_smcr_v1) return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline);
+  const uint8_t answer_version = prop->version;
+  if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline, answer_version);
+  if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline, answer_version);
+  if (!prop->offers_smcr_v1)
+    return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline, answer_version);
 
   // The server follows the fabric the client's GID names.
   bool shm = shm_gid_is_local(prop->gid);
@@ -1607,10 +1615,10 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   } else {
 #ifdef SMCR_HAVE_VERBS
     auto port = verbs_port_for(fd);
-    if (!port) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+    if (!port) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline, answer_version);
     failed = verbs_server_prepare(fd, *port, prop->ece, deadline, &fs);
 #else
-    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline, answer_version);
 #endif
   }
   if (failed) return *failed;

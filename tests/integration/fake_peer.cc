@@ -281,6 +281,29 @@ int client(int port, const std::string& behaviour) {
     bool declined = reply.size() == clc::kDeclineLen && reply[4] == 4;
     fprintf(stderr, "fake_peer: server answered the SMC-D Proposal with %s\n", declined ? "a Decline" : "something else");
     if (!declined) return 1;
+  } else if (behaviour == "v2-proposal") {
+    // Like a Linux client with a UEID on RoCE v2: an SMC-Rv2-only Proposal
+    // (V12's shape). The server declines it in version 2 (44 bytes, as a
+    // Linux server answers the Proposal's version) and falls back.
+    clc::Proposal p;
+    p.offers_smcr_v1 = false;
+    p.v2 = clc::SmcrV2Offer{};
+    p.v2->roce_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1};
+    p.v2->max_conns = 255;
+    p.v2->max_links = 2;
+    clc::Ueid u;
+    u.fill(' ');
+    const char name[] = "SMCR-FAKE-PEER";
+    std::copy(name, name + sizeof name - 1, u.begin());
+    p.v2->ueids = {u};
+    auto bytes = clc::encode(p);
+    write_all(fd, bytes.data(), bytes.size());
+    std::vector<uint8_t> reply = read_clc(fd);
+    auto d = clc::decode_decline(reply);
+    bool v2_decline = d && d->version == 2 && reply.size() == clc::kDeclineV2Len;
+    fprintf(stderr, "fake_peer: server answered the v2 Proposal with %s (%zu bytes)\n",
+            v2_decline ? "a v2 Decline" : d ? "a v1 Decline" : "something else", reply.size());
+    if (!v2_decline) return 1;
   } else if (behaviour == "decline") {
     // Like a Linux client without a usable device: Decline instead of a Proposal.
     write_all(fd, clc::encode(make_decline(clc::decline::kNoSmcDevice)).data(), 28);
@@ -313,8 +336,8 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: fake_peer server|client PORT BEHAVIOUR [COUNT]\n"
                     "  server behaviours: decline split-decline garbage random-accept reserved-mtu silent\n"
-                    "  client behaviours: decline smcd-proposal garbage malformed bad-eyecatcher random silent\n"
-                    "                     half-proposal no-confirm\n"
+                    "  client behaviours: decline smcd-proposal v2-proposal garbage malformed bad-eyecatcher random\n"
+                    "                     silent half-proposal no-confirm\n"
                     "  (FAKE_PEER_DELAY_MS: a client waits that long first, a server before its answer)\n");
     return 2;
   }

@@ -116,8 +116,9 @@ check "silent server, handshake off connect(): it went on a thread ($(stat_sum c
   [ "$(stat_sum clc_connect_async)" = 1 -a "$(stat_sum fallback.timeout)" = 1 ]
 
 # Client-side misbehaviour against an SMC-R server (echo server under
-# smc_run). A Decline, or a Proposal framed as Linux frames SMC-D-only ones
-# (answered with a Decline): the server falls back, echo intact. Bytes that
+# smc_run). A Decline, a Proposal framed as Linux frames SMC-D-only ones, or
+# an SMC-Rv2-only Proposal (each answered with a Decline, the last in version
+# 2): the server falls back, echo intact. Bytes that
 # are not a valid CLC message where the Proposal belongs (an HTTP request, a
 # Proposal with a bad trailing or leading eyecatcher, random bytes): the
 # server resets the connection, no Decline, and its application reads none
@@ -139,7 +140,7 @@ off_accept_check() {  # off_accept_check WHO BEHAVIOUR DELAY
 for delay in 0 300; do
   who="client"
   [ "$delay" = 0 ] || who="slow client"
-  for b in decline smcd-proposal; do
+  for b in decline smcd-proposal v2-proposal; do
     echo_server
     OUT=$(FAKE_PEER_DELAY_MS=$delay timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
     reap
