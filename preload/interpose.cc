@@ -418,20 +418,14 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
       }
       if (!client) {
         // accept() returns the connection all the same, as TCP's returns one
-        // its peer reset in the queue: hung up (EOF, then EPIPE; our end
-        // resets when the application closes it). Offering the next one
-        // instead would hold a blocking accept() called because select()
-        // saw this one, until another client came.
-        SMCR_LOG(1, "fd %d: connection reset during CLC (%s): accept() returns it hung up", fd,
+        // its peer reset in the queue: ECONNRESET once, then end of file.
+        // Offering the next one instead would hold a blocking accept()
+        // called because select() saw this one, until another client came.
+        SMCR_LOG(1, "fd %d: connection reset during CLC (%s): accept() returns it reset", fd,
                  smcr::fallback_name(o.reason));
-        linger l{1, 0};
-        smcr::sys::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-        smcr::sys::shutdown(fd, SHUT_RDWR);
-        // What the peer sent in place of its CLC message is still queued and
-        // would be read as the application's data: thrown away. Whatever it
-        // sends from now on resets the connection (data after our shutdown
-        // of the receiving side, RFC 1122 4.2.2.13).
-        smcr::sys::empty_socket(fd);
+        // A RST to the client now, and what it sent in place of its CLC
+        // message thrown away (never read as the application's data).
+        smcr::sys::abort_tcp(fd);
         return 0;
       }
       SMCR_LOG(1, "fd %d: connection reset during CLC (%s)", fd, smcr::fallback_name(o.reason));

@@ -209,11 +209,10 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   }
   SMCR_LOG(1, "fd %d: connection reset after %s returned (%s)", a->fd, a->client ? "connect()" : "accept()",
            fallback_name(o.reason));
-  // The application sees a reset socket: hung up, ECONNRESET once.
+  // The application sees a reset socket: hung up, ECONNRESET once; the
+  // peer a RST now.
   sys::shutdown(a->res.engine_end, SHUT_RDWR);
-  linger l{1, 0};
-  sys::setsockopt(a->res.tcp, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  sys::shutdown(a->res.tcp, SHUT_RDWR);
+  sys::abort_tcp(a->res.tcp);
   if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
 }
 

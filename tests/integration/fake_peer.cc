@@ -234,7 +234,8 @@ int client(int port, const std::string& behaviour) {
       behaviour == "random") {
     // A protocol error where the Proposal belongs (RFC 7609 C.5): bytes that
     // are not CLC, a Proposal with a bad trailing or leading eyecatcher, or
-    // random bytes. The server must reset the connection without handing
+    // random bytes. The server must reset the connection (a RST: the read
+    // here fails with ECONNRESET, no end of file first) without handing
     // any of them to its application (an echo server would send them back)
     // and without a Decline (which would mean "go on over TCP").
     std::vector<uint8_t> bytes;
@@ -262,10 +263,11 @@ int client(int port, const std::string& behaviour) {
         if (k > 0) got.append(buf, static_cast<size_t>(k));
       }
     }
+    const bool reset = k < 0 && errno == ECONNRESET;
     const char* end = k == 0 ? "eof" : k < 0 ? strerror(errno) : "nothing in 20 s";
     printf("%s client: %s after %zu bytes from the server\n", behaviour.c_str(), end, got.size());
     close(fd);
-    return got.empty() && k <= 0 ? 0 : 1;
+    return got.empty() && reset ? 0 : 1;
   }
   std::string payload = "application bytes that must arrive intact\n";
   if (behaviour == "smcd-proposal") {

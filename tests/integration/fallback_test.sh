@@ -155,7 +155,7 @@ for delay in 0 300; do
     OUT=$(FAKE_PEER_DELAY_MS=$delay timeout 30 "$FAKE" client "$PORT" "$b" 2>&1); rc=$?
     reap
     log "$who $b: $OUT; server: $(cat "$TEST_TMP/server.out")"
-    check "$who sends $b: the connection ends, nothing comes back" [ "$rc" = 0 ]
+    check "$who sends $b: the connection is reset, nothing comes back" [ "$rc" = 0 ]
     check "$who sends $b: the server's application read none of it" \
       [ "$(field bytes_received "$(cat "$TEST_TMP/server.out")")" = 0 ]
     check "$who sends $b: counted as protocol_error" [ "$(stat_sum fallback.protocol_error)" = 1 ]
