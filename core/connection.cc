@@ -2178,9 +2178,7 @@ void Connection::apply_close_event_locked(CloseEvent e) {
     // no news of the peer for the watch.
     if (app_closed_ && (t.actions & kActResetTcp) && tcp_fd_ >= 0) {
       Engine::get().unwatch_tcp(this);
-      sockaddr unspec{};
-      unspec.sa_family = AF_UNSPEC;
-      sys::connect(tcp_fd_, &unspec, sizeof unspec);
+      sys::disconnect_tcp(tcp_fd_);
     }
     send_cdc_locked(false, false, true);
     counters().aborts.fetch_add(1, std::memory_order_relaxed);

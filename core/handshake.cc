@@ -344,8 +344,6 @@ HandshakeOutcome undecodable(int fd, const char* what, clc::DecodeError err, int
 
 HandshakeOutcome from_unexpected(int fd, Recv r, const std::vector<uint8_t>& msg, const clc::Header& h,
                                  int64_t deadline, const char* waiting_for) {
-  (void)fd;
-  (void)deadline;
   switch (r) {
     case Recv::kNotClc:
       return protocol_error("the peer sent bytes that are not CLC where its %s belongs", waiting_for);

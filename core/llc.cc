@@ -402,6 +402,21 @@ size_t claimed_length(std::span<const uint8_t> bytes) {
   return size_t{bytes[1]} | size_t{bytes[2]} << 8;
 }
 
+namespace {
+
+// The claimed length of a version-2 message, if it is one Linux sends:
+// 44..8192 bytes and all of them in `bytes`; else 0 (kBadLength).
+size_t checked_length(std::span<const uint8_t> bytes, DecodeError* err) {
+  const size_t length = claimed_length(bytes);
+  if (length < kMessageLen || length > kMaxMessageLen || length > bytes.size()) {
+    fail(err, DecodeError::kBadLength);
+    return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
 std::optional<Message> decode(std::span<const uint8_t> bytes, DecodeError* err) {
   fail(err, DecodeError::kNone);
   if (bytes.size() < kMessageLen) {
@@ -413,11 +428,8 @@ std::optional<Message> decode(std::span<const uint8_t> bytes, DecodeError* err) 
     fail(err, DecodeError::kBadType);
     return std::nullopt;
   }
-  const size_t length = claimed_length(bytes);
-  if (length < kMessageLen || length > kMaxMessageLen || length > bytes.size()) {
-    fail(err, DecodeError::kBadLength);
-    return std::nullopt;
-  }
+  const size_t length = checked_length(bytes, err);
+  if (length == 0) return std::nullopt;
   const uint8_t type = bytes[0] & kTypeNibble;
   switch (static_cast<Type>(type)) {
     case Type::kConfirmLink:
@@ -483,11 +495,8 @@ std::optional<ReqAddLink> decode_req_add_link(std::span<const uint8_t> bytes, De
     fail(err, DecodeError::kBadType);
     return std::nullopt;
   }
-  const size_t length = claimed_length(bytes);
-  if (length < kMessageLen || length > bytes.size() || length > kMaxMessageLen) {
-    fail(err, DecodeError::kBadLength);
-    return std::nullopt;
-  }
+  const size_t length = checked_length(bytes, err);
+  if (length == 0) return std::nullopt;
   ReqAddLink m;
   m.reply = bytes[3] & 0x80;
   const size_t count = bytes[24];

@@ -229,15 +229,19 @@ inline void fill_socket(int fd) {
   while (smcr::sys::send(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
   }
 }
-// Ends a TCP connection with a reset now, as TCP's own abort (RFC 793 ABORT;
-// Linux: connect() with AF_UNSPEC runs tcp_disconnect): the peer gets a RST,
-// whatever was queued for us is thrown away, and the socket reads as one
-// its peer reset: ECONNRESET once, then end of file (the shutdown, which
-// answers ENOTCONN on the closed socket but marks it); writes fail with EPIPE.
-inline void abort_tcp(int fd) {
+// TCP's own abort (RFC 793 ABORT; Linux: connect() with AF_UNSPEC runs
+// tcp_disconnect): the peer gets a RST now, whatever was queued for us is
+// thrown away, and the descriptor stays open (on a socket in CLOSE).
+inline void disconnect_tcp(int fd) {
   sockaddr unspec{};
   unspec.sa_family = AF_UNSPEC;
   smcr::sys::connect(fd, &unspec, sizeof unspec);
+}
+// The same for a socket an application still reads: it then reads as one
+// its peer reset, ECONNRESET once, then end of file (the shutdown, which
+// answers ENOTCONN on the closed socket but marks it); writes fail with EPIPE.
+inline void abort_tcp(int fd) {
+  disconnect_tcp(fd);
   smcr::sys::shutdown(fd, SHUT_RDWR);
 }
 inline void empty_socket(int fd) {
