@@ -561,6 +561,10 @@ std::string_view decline_reason(uint32_t diagnosis) {
     case decline::kIpsec: return "IPsec in use";
     case decline::kNoSmcDevice: return "no SMC device";
     case decline::kNoSmcRDevice: return "no SMC-R device";
+    case decline::kNoUeid: return "no common UEID (SMC-Rv2)";
+    case decline::kReleaseError: return "SMC-Rv2 release mismatch";
+    case decline::kMaxConnsError: return "SMC-Rv2 max_conns out of range";
+    case decline::kMaxLinksError: return "SMC-Rv2 max_links out of range";
     case decline::kModeUnsupported: return "SMC mode unsupported";
     case decline::kRmbeEyecatcher: return "RMBE eyecatcher mode mismatch";
     case decline::kOptionUnsupported: return "option unsupported";
@@ -570,6 +574,7 @@ std::string_view decline_reason(uint32_t diagnosis) {
     case decline::kPeerDeclined: return "peer declined";
     case decline::kInternalError: return "internal error";
     case decline::kRtokenError: return "RToken error";
+    case decline::kRegisterBufferError: return "RMB registration (CONFIRM RKEY) failed";
     case decline::kProtocolError: return "CLC protocol error";
     case decline::kHandshakeTimeout: return "CLC handshake timeout";
   }

@@ -2673,6 +2673,14 @@ void Connection::on_timer(int64_t now_ms) {
   if (d == 0 || now_ms < d || released_) return;
   timer_deadline_.store(0);
   if (tcp_gone_ && !peer_closed_ && state_ != CloseState::kClosed) {
+    // Linux's shutdown(SHUT_WR) of an SMC socket shuts its TCP socket down
+    // too: a FIN after the peer's D is its half-close, not its end (its C
+    // comes when it closes). A peer that dies after it is found by the link
+    // (a write's error, TEST LINK).
+    if (peer_done_ && !shm_link_gone_ && group_ && !group_->shm()) {
+      SMCR_LOG(2, "conn %08x: the peer's TCP FIN follows its SMC-R half-close", local_token_);
+      return;
+    }
     peer_vanished_locked("peer's TCP connection closed without an SMC-R close");
     return;
   }

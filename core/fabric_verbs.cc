@@ -581,14 +581,19 @@ std::string verbs_port_counters(const VerbsPort& port) {
 
 // ==================================================================== VerbsLink
 
-VerbsLink::VerbsLink(const VerbsPort& port) : port_(port), tclass_(verbs_traffic_class()) {}
+VerbsLink::VerbsLink(const VerbsPort& port, uint32_t recv_slot_size)
+    : port_(port), tclass_(verbs_traffic_class()), recv_slot_size_(recv_slot_size) {}
 
-std::unique_ptr<VerbsLink> VerbsLink::create(const VerbsPort& port, std::string* why) {
+std::unique_ptr<VerbsLink> VerbsLink::create(const VerbsPort& port, std::string* why, uint32_t recv_slot_size) {
   if (!port.context || port.port == 0 || port.gid_index < 0) {
     set_why(why, "invalid VerbsPort");
     return nullptr;
   }
-  std::unique_ptr<VerbsLink> l(new VerbsLink(port));
+  if (recv_slot_size < kSlotSize || recv_slot_size > kV2SlotSize) {
+    set_why(why, "invalid receive slot size");
+    return nullptr;
+  }
+  std::unique_ptr<VerbsLink> l(new VerbsLink(port, recv_slot_size));
   if (!l->init(why)) return nullptr;
   return l;
 }
@@ -642,7 +647,7 @@ bool VerbsLink::init(std::string* why) {
     return false;
   }
 
-  ring_len_ = page_round(static_cast<size_t>(kRecvDepth + kSendDepth) * kSlotSize);
+  ring_len_ = page_round(static_cast<size_t>(kRecvDepth) * recv_slot_size_ + static_cast<size_t>(kSendDepth) * kSlotSize);
   ring_ = map_zeroed(ring_len_);
   if (!ring_) {
     set_why(why, "cannot map the message ring");
@@ -802,7 +807,8 @@ bool VerbsLink::connect(const clc::Gid& remote_gid, uint32_t remote_qpn, uint32_
     set_why(why, port_.device + ": QP -> RTS: " + errstr(rc));
     return false;
   }
-  SMCR_LOG(1, "verbs: qpn 0x%06x connected to %s qpn 0x%06x (mtu code %u)", qpn(), gid_to_string(remote_gid).c_str(),
+  SMCR_LOG(1, "verbs: qpn 0x%06x (gid %s) connected to %s qpn 0x%06x (mtu code %u)", qpn(),
+           gid_to_string(port_.gid).c_str(), gid_to_string(remote_gid).c_str(),
            remote_qpn, a.path_mtu);
   return true;
 }
@@ -1050,7 +1056,7 @@ bool VerbsLink::post_message_tracked(std::span<const uint8_t, kLinkMessageLen> m
     // The slot of the WR about to be posted was last used kSendDepth WRs
     // ago; once there is SQ room, that WR is complete and the slot free.
     if (!wait_room_locked()) return false;
-    uint8_t* slot = ring_ + (static_cast<size_t>(kRecvDepth) + (send_seq_ + 1) % kSendDepth) * kSlotSize;
+    uint8_t* slot = ring_ + static_cast<size_t>(kRecvDepth) * recv_slot_size_ + ((send_seq_ + 1) % kSendDepth) * kSlotSize;
     std::memcpy(slot, msg.data(), msg.size());
     sge.addr = reinterpret_cast<uint64_t>(slot);
     sge.lkey = ring_mr_->lkey;
@@ -1065,8 +1071,8 @@ bool VerbsLink::post_message_tracked(std::span<const uint8_t, kLinkMessageLen> m
 
 bool VerbsLink::post_recv(uint32_t slot) {
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uint64_t>(ring_ + static_cast<size_t>(slot) * kSlotSize);
-  sge.length = kSlotSize;
+  sge.addr = reinterpret_cast<uint64_t>(recv_slot(slot));
+  sge.length = recv_slot_size_;
   sge.lkey = ring_mr_->lkey;
   ibv_recv_wr wr{};
   wr.wr_id = slot;
@@ -1139,7 +1145,7 @@ bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& o
           fail(std::string("receive completion: ") + ibv_wc_status_str(wc[i].status));
         continue;
       }
-      if (wc[i].wr_id >= kRecvDepth || wc[i].opcode != IBV_WC_RECV || wc[i].byte_len > kSlotSize) {
+      if (wc[i].wr_id >= kRecvDepth || wc[i].opcode != IBV_WC_RECV || wc[i].byte_len > recv_slot_size_) {
         fail("unexpected receive completion");
         continue;
       }
@@ -1147,7 +1153,7 @@ bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& o
       c_msgs_recv_.fetch_add(1, std::memory_order_relaxed);
       // Delivered even after a failure: RC placed it completely and in
       // order, and it may carry the cursor that makes received data readable.
-      on_message(std::span<const uint8_t>(ring_ + static_cast<size_t>(slot) * kSlotSize, wc[i].byte_len));
+      on_message(std::span<const uint8_t>(recv_slot(slot), wc[i].byte_len));
       // Reposted only after the callback: it reads the slot in place.
       if (!failed() && !post_recv(slot)) fail("ibv_post_recv failed");
     }
@@ -1165,7 +1171,7 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
   while (!pending_.empty()) {
     auto m = pending_.front();
     pending_.pop_front();
-    on_message(std::span<const uint8_t>(m.data() + 1, m[0]));
+    on_message(std::span<const uint8_t>(m));
   }
   {
     // Send errors first: when the peer is gone, the retry-exceeded error of
@@ -1207,16 +1213,13 @@ bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
     // Everything drained lands in pending_ (under the lock, so a concurrent
     // drain_messages cannot reorder it); the first one is ours.
     bool ok = drain_locked([this](std::span<const uint8_t> m) {
-      std::array<uint8_t, kSlotSize + 1> a{};
-      a[0] = static_cast<uint8_t>(std::min<size_t>(m.size(), kSlotSize));
-      std::memcpy(a.data() + 1, m.data(), a[0]);
-      pending_.push_back(a);
+      pending_.emplace_back(m.begin(), m.end());
     });
     if (!pending_.empty()) {
       auto first = pending_.front();
       pending_.pop_front();
-      if (first[0] != kLinkMessageLen) return false;
-      std::memcpy(out, first.data() + 1, kLinkMessageLen);
+      if (first.size() != kLinkMessageLen) return false;
+      std::memcpy(out, first.data(), kLinkMessageLen);
       return true;
     }
     if (!ok) return false;

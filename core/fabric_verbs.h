@@ -154,11 +154,17 @@ class VerbsLink final : public Link {
   static constexpr uint32_t kRecvDepth = 256;  // posted 64-byte receive slots
   static constexpr uint32_t kSignalEvery = 16;
   static constexpr uint32_t kSlotSize = 64;    // > 44 so an oversized SEND is seen, not a QP error
+  // Receive slots of a link in a Linux SMC-Rv2 group: its LLC messages may be
+  // up to 8 KiB (ADD LINK v2, REQ ADD LINK), and a SEND longer than the
+  // posted receive is a remote-invalid-request NAK that kills both QPs.
+  static constexpr uint32_t kV2SlotSize = 8192 + 64;
   static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
 
   // Creates PD, completion channel, CQs and an RC QP in INIT, posts the
-  // receive ring and picks a random 24-bit PSN. Returns null with `why` set.
-  static std::unique_ptr<VerbsLink> create(const VerbsPort& port, std::string* why);
+  // receive ring (slots of `recv_slot_size` bytes) and picks a random 24-bit
+  // PSN. Returns null with `why` set.
+  static std::unique_ptr<VerbsLink> create(const VerbsPort& port, std::string* why,
+                                           uint32_t recv_slot_size = kSlotSize);
   ~VerbsLink() override;
   VerbsLink(const VerbsLink&) = delete;
   VerbsLink& operator=(const VerbsLink&) = delete;
@@ -232,7 +238,8 @@ class VerbsLink final : public Link {
     bool owns_memory = true;  // false: an alias of another link's RMB
   };
 
-  explicit VerbsLink(const VerbsPort& port);
+  VerbsLink(const VerbsPort& port, uint32_t recv_slot_size);
+  uint8_t* recv_slot(uint32_t slot) const { return ring_ + static_cast<size_t>(slot) * recv_slot_size_; }
   bool init(std::string* why);
   // Posts one send WR under sq_mu_ (held by the caller), waiting for room.
   bool post_send_locked(void* wr);
@@ -256,8 +263,9 @@ class VerbsLink final : public Link {
   ibv_cq* recv_cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
 
-  // Receive ring: kRecvDepth slots of kSlotSize; send slots (used only when
-  // the device cannot inline 44 bytes): kSendDepth slots.
+  // Receive ring: kRecvDepth slots of recv_slot_size_; send slots (used only
+  // when the device cannot inline 44 bytes): kSendDepth slots of kSlotSize.
+  uint32_t recv_slot_size_ = kSlotSize;
   uint8_t* ring_ = nullptr;
   size_t ring_len_ = 0;
   ibv_mr* ring_mr_ = nullptr;
@@ -276,7 +284,7 @@ class VerbsLink final : public Link {
   std::deque<std::pair<uint64_t, std::unique_ptr<Staging>>> retired_;
 
   std::mutex drain_mu_;        // receive CQ, channel events, pending_
-  std::deque<std::array<uint8_t, kSlotSize + 1>> pending_;  // byte 0 = length
+  std::deque<std::vector<uint8_t>> pending_;  // drained by wait_message for later
   bool armed_ = false;
 
   std::mutex mr_mu_;           // local RMBs and remote staging buffers

@@ -33,6 +33,7 @@
 #include "core/link_group.h"
 #include "core/llc.h"
 #include "core/rmb.h"
+#include "core/smc_v2.h"
 #include "core/sys.h"
 
 namespace smcr {
@@ -555,6 +556,7 @@ std::optional<VerbsPort> verbs_port_for(int fd) {
 // Returns the request, or sets *failure.
 std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc::AcceptConfirm& acc, int64_t deadline,
                                                    HandshakeOutcome* failure) {
+  const bool v2 = acc.v2.has_value();
   int64_t llc_deadline = sys::now_ms() + handshake_config().llc_timeout_ms;
   for (;;) {
     int64_t left = llc_deadline - sys::now_ms();
@@ -579,7 +581,7 @@ std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc
       *failure = decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
       return std::nullopt;
     }
-    auto m = llc::decode(raw);
+    auto m = v2 ? llc::v2::decode(raw) : llc::decode(raw);
     auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
     if (!cl || cl->reply || cl->sender_qpn != acc.qpn || !same_id(cl->sender_gid, acc.gid)) {
       *failure = decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
@@ -641,7 +643,7 @@ HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_t
   s.peer_rmbs = rmbs->peer;
   s.local_token = local_token;
   s.peer_token = peer_token;
-  s.rmbe_base = 4;
+  s.rmbe_base = group->rmbe_base();
   s.tcp_fd = tcp_fd;
   s.active = group->role() == Role::kClient;
   s.rmb_memfd = rmbs->memfd;
@@ -652,8 +654,9 @@ HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_t
   o.conn = Connection::create(s);
   (s.active ? counters().smc_active : counters().smc_passive).fetch_add(1);
   (first_contact ? counters().lgr_created : counters().lgr_reused).fetch_add(1);
-  SMCR_LOG(1, "CLC: %s SMC-R over %s, %s contact (token %08x, RMB %u, peer RMB %u, links %d)",
-           s.active ? "client" : "server", group->link()->fabric_name(), first_contact ? "first" : "subsequent",
+  SMCR_LOG(1, "CLC: %s SMC-R%s over %s, %s contact (token %08x, RMB %u, peer RMB %u, links %d)",
+           s.active ? "client" : "server", group->llc_version() == llc::v2::kVersion ? "v2" : "",
+           group->link()->fabric_name(), first_contact ? "first" : "subsequent",
            local_token, s.rmbs[static_cast<size_t>(s.slot)].size, s.peer_rmbs[static_cast<size_t>(s.slot)].size,
            group->links_up());
   return o;
@@ -704,7 +707,7 @@ bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
     if (!g->link_at(i)->register_alias(rmb, &alias) || announce.num_tokens >= announce.other_links.size()) continue;
     announce.other_links[announce.num_tokens++] = {g->link_num_at(i), alias.rkey, alias.vaddr};
   }
-  if (!g->llc_exchange(llc::encode(announce), g->shm() ? rmb.handle : -1, handshake_config().llc_timeout_ms)) {
+  if (!g->llc_exchange(g->wire(announce), g->shm() ? rmb.handle : -1, handshake_config().llc_timeout_ms)) {
     free_conn_rmbs(g, r);
     return false;
   }
@@ -1046,9 +1049,9 @@ static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::Accep
 #ifdef SMCR_HAVE_VERBS
 // A new link on `port` with our RMB registered in its protection domain.
 static VerbsLink* verbs_link_with_rmb(int fd, const VerbsPort& port, int64_t deadline, FabricSetup* fs,
-                                      std::optional<HandshakeOutcome>* failed) {
+                                      std::optional<HandshakeOutcome>* failed, bool linux_v2 = false) {
   std::string why;
-  auto link = VerbsLink::create(port, &why);
+  auto link = VerbsLink::create(port, &why, linux_v2 ? VerbsLink::kV2SlotSize : VerbsLink::kSlotSize);
   if (!link) {
     SMCR_LOG(1, "verbs: %s", why.c_str());
     *failed = decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
@@ -1068,7 +1071,7 @@ static VerbsLink* verbs_link_with_rmb(int fd, const VerbsPort& port, int64_t dea
 static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPort& port, const clc::AcceptConfirm& acc,
                                                    uint32_t peer_size, int64_t deadline, FabricSetup* fs) {
   std::optional<HandshakeOutcome> failed;
-  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
+  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed, acc.v2.has_value());
   if (!v) return failed;
   std::string why;
   if (acc.ece) {
@@ -1109,6 +1112,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   }
   clc::AcceptConfirm conf =
       rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
+  if (acc.v2) conf.v2 = v2::confirm_for(acc, g->local().gid);
   g->expect_token(conf.rmbe_alert_token);
   // SMCR_TEST_CONFIRM_DELAY_MS (fault injection for tests, default 0): a
   // slow or hostile client, so that a test sees the server's accept()
@@ -1130,6 +1134,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
 // A client handshake between its Proposal and the server's answer.
 struct ClientContinuation {
   HandshakeRequest req;
+  bool offered_v2 = false;  // our Proposal offered SMC-Rv2 too
 #ifdef SMCR_HAVE_VERBS
   std::optional<VerbsPort> port;
 #endif
@@ -1183,6 +1188,11 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
     prop.mac = port->mac;
     // ECE travels in the Proposal's gap (see clc.h), only where the device has it.
     if (auto ece = verbs_device_ece(*port)) prop.ece = clc::Ece{ece->vendor_id, ece->options};
+    // SMC-Rv2 too where we share a UEID with the network (a Linux kernel
+    // peer takes nothing else over RoCE v2): Linux's version-2 layout, whose
+    // SMC-D area takes the gap ECE would ride in.
+    prop.v2 = v2::client_offer(port->gid);
+    if (prop.v2) prop.ece.reset();
   }
 #endif
   if (have_local) fill_ip_area(local_addr, &prop);
@@ -1190,6 +1200,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
 
   ClientContinuation state;
   state.req = req;
+  state.offered_v2 = prop.v2.has_value();
 #ifdef SMCR_HAVE_VERBS
   state.port = port;
 #endif
@@ -1235,14 +1246,27 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   if (!acc) return undecodable(fd, "Accept", err, deadline);
   auto peer_size = rmb::decode_size(acc->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+  // SMC-Rv2 (a Linux peer took our v2 offer): Declines in version 2 from here.
+  const bool v2 = acc->v2.has_value();
+  const uint8_t answer_version = v2 ? 2 : 1;
+  if (v2 && !state.offered_v2)
+    return decline(fd, clc::decline::kModeUnsupported, Fallback::kProtocolError, deadline, answer_version);
+  if (uint32_t bad = v2::check_accept(*acc))
+    return decline(fd, bad, Fallback::kProtocolError, deadline, answer_version);
   if (!acc->first_contact) {
     LinkGroup* g = LinkGroup::acquire_for_client(acc->peer_id, acc->gid, acc->mac, acc->qpn);
+    if (g && g->llc_version() != (v2 ? llc::v2::kVersion : 1)) {
+      g->release_hold();
+      g = nullptr;
+    }
     if (!g) {
       // An F=0 Accept naming a link we do not have: out of sync (RFC C.4).
       clc::Decline d;
       d.peer_id = id.peer_id;
       d.diagnosis = clc::decline::kSyncError;
       d.out_of_sync = true;
+      d.version = answer_version;
+      if (v2) d.os_type = clc::kOsLinux;
       send_all(fd, clc::encode(d), deadline);
       return fallback(Fallback::kProtocolError, d.diagnosis);
     }
@@ -1259,6 +1283,8 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   } else if (port) {
     failed = verbs_client_setup(fd, *port, *acc, *peer_size, deadline, &fs);
 #endif
+  } else if (v2) {
+    return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline, answer_version);
   } else {
     return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline);
   }
@@ -1266,11 +1292,17 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
 
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, local, fs.psn, fs.rmb);
+  if (v2) conf.v2 = v2::confirm_for(*acc, fs.gid);
   if (!send_all(fd, clc::encode(conf), deadline)) return send_failed();
 
   HandshakeOutcome failure;
   auto cl = await_confirm_link(fd, fs.link.get(), *acc, deadline, &failure);
   if (!cl) return failure;
+  // Linux announces its RMBE model (no eyecatcher, cursors from 0) with
+  // flag 0x03 and requires it back; an SMC-Rv2 peer without it is not one
+  // whose RMBEs we could address.
+  if (v2 && !cl->no_rmbe_eyecatcher)
+    return decline(fd, clc::decline::kRmbeEyecatcher, Fallback::kProtocolError, deadline, answer_version);
   llc::ConfirmLink reply;
   reply.reply = true;
   reply.sender_mac = fs.mac;
@@ -1279,6 +1311,12 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   reply.link_num = cl->link_num;
   reply.link_user_id = random_u32();
   reply.max_links = std::min(cl->max_links, max_links());
+  if (v2) {
+    const v2::GroupLimits limits = v2::limits_of(*acc->v2);
+    reply.no_rmbe_eyecatcher = true;
+    reply.max_links = limits.max_links;
+    reply.max_conns = limits.max_conns;
+  }
   ConnRmbs rmbs;
   rmbs.local[0] = fs.rmb;
   rmbs.peer[0] = fs.peer;
@@ -1290,15 +1328,20 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   bool shm = std::strcmp(link->fabric_name(), "shm") == 0;
   LinkIdentity remote{acc->gid, acc->mac, acc->qpn, acc->mtu_code};
   auto* group = new LinkGroup(Role::kClient, acc->peer_id, std::move(fs.link), cl->link_num, local, remote);
+  if (v2) group->set_linux_v2();
   // The group is registered before the reply goes out: the server may answer
   // the next connection with an F=0 Accept as soon as its setup is done.
   LinkGroup::register_group(group);
   // If the reply cannot be sent the server resets the TCP connection; the link
   // is broken and the connection will report it.
-  if (link->post_message(llc::encode(reply))) counters().llc_sent.fetch_add(1);
+  if (link->post_message(group->wire(reply))) counters().llc_sent.fetch_add(1);
+  SMCR_LOG(1, "LLC: CONFIRM LINK reply sent: link %u, link uid %08x (the server's %08x)", reply.link_num,
+           reply.link_user_id, cl->link_user_id);
   std::optional<std::array<uint8_t, 44>> stray;
 #ifdef SMCR_HAVE_VERBS
-  if (!shm && reply.max_links >= 2)
+  // A version-2 group keeps one link (an ADD LINK the peer sends anyway is
+  // rejected by the group).
+  if (!shm && !v2 && reply.max_links >= 2)
     client_add_second_link(group, static_cast<VerbsLink*>(link), *acc, *peer_size, &rmbs, &stray);
 #endif
   (void)shm;
@@ -1352,9 +1395,9 @@ static std::optional<HandshakeOutcome> shm_server_complete(int fd, const clc::Ac
 #ifdef SMCR_HAVE_VERBS
 static std::optional<HandshakeOutcome> verbs_server_prepare(int fd, const VerbsPort& port,
                                                             const std::optional<clc::Ece>& client_ece, int64_t deadline,
-                                                            FabricSetup* fs) {
+                                                            FabricSetup* fs, bool linux_v2) {
   std::optional<HandshakeOutcome> failed;
-  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed);
+  VerbsLink* v = verbs_link_with_rmb(fd, port, deadline, fs, &failed, linux_v2);
   if (!v) return failed;
   // ECE (IBTA; as RDMA-CM does it): the passive side applies the
   // intersection before RTR and returns it; without ECE on either side the
@@ -1429,14 +1472,18 @@ class PendingConfirm {
 };
 
 // On return the group's hold is still ours, unless kPending took it over.
-static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline, bool defer) {
+static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t deadline, bool defer,
+                                                  const std::optional<v2::ServerTerms>& v2_terms) {
   auto p = std::make_unique<PendingConfirm>();
   p->group = g;
   p->fd = fd;
   p->deadline = deadline;
-  if (!add_rmb_to_group(g, &p->rmbs)) return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  if (!add_rmb_to_group(g, &p->rmbs))
+    return v2_terms ? decline(fd, clc::decline::kRegisterBufferError, Fallback::kResources, deadline, 2)
+                    : decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   clc::AcceptConfirm acc =
       rmb_message(clc::Type::kAccept, false, g->local(), 0, p->rmbs.local[static_cast<size_t>(g->primary_slot())]);
+  if (v2_terms) acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, std::nullopt, {}};
   p->token = acc.rmbe_alert_token;
   g->expect_token(p->token);
   if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(send_failed());
@@ -1506,9 +1553,12 @@ bool server_may_run_inline(int tcp_fd) {
       return run_inline;
     };
     auto prop = clc::decode_proposal(bytes.first(h->length));
-    if (!prop || !prop->offers_smcr_v1) return read_next(true);  // declined at once
-    bool shm = shm_gid_is_local(prop->gid);
-    if (LinkGroup::serves_client(prop->peer_id, shm)) return read_next(true);
+    v2::ServerTerms terms;
+    const bool v2 = prop && prop->v2 && v2::negotiate(*prop->v2, &terms) == 0;
+    if (!prop || (!prop->offers_smcr_v1 && !v2)) return read_next(true);  // declined at once
+    bool shm = prop->offers_smcr_v1 && shm_gid_is_local(prop->gid);
+    if (LinkGroup::serves_client(prop->peer_id, shm, v2 && !shm ? &prop->v2->roce_gid : nullptr))
+      return read_next(true);
 #ifdef SMCR_HAVE_VERBS
     return read_next(shm && !Engine::get().serve_shm_rendezvous());  // a first contact, unless declined at once
 #else
@@ -1592,17 +1642,30 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const uint8_t answer_version = prop->version;
   if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline, answer_version);
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline, answer_version);
-  if (!prop->offers_smcr_v1)
-    return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline, answer_version);
 
   // The server follows the fabric the client's GID names.
-  bool shm = shm_gid_is_local(prop->gid);
+  bool shm = prop->offers_smcr_v1 && shm_gid_is_local(prop->gid);
+  // SMC-Rv2 (Linux's, over RoCE v2) where the client offers it with a UEID
+  // we have, and RFC 7609's version 1 otherwise, as Linux's server prefers.
+  std::optional<v2::ServerTerms> v2_terms;
+  if (prop->v2 && !shm) {
+    v2::ServerTerms t;
+    uint32_t no_v2 = v2::negotiate(*prop->v2, &t);
+    if (no_v2 == 0) {
+      v2_terms = t;
+    } else if (!prop->offers_smcr_v1) {
+      return decline(fd, no_v2, Fallback::kNoFabric, deadline, answer_version);
+    }
+  }
+  if (!v2_terms && !prop->offers_smcr_v1)
+    return decline(fd, clc::decline::kModeUnsupported, Fallback::kNoFabric, deadline, answer_version);
+  const clc::Gid* v2_client_gid = v2_terms ? &prop->v2->roce_gid : nullptr;
   FirstContactTurn turn(prop->peer_id, shm, deadline);
   if (!turn.held()) return terminate(Fallback::kTimeout, ETIMEDOUT);
   // Subsequent contact (RFC 3.5.2): a live group with this client.
-  if (LinkGroup* g = LinkGroup::acquire_for_server(prop->peer_id, shm)) {
+  if (LinkGroup* g = LinkGroup::acquire_for_server(prop->peer_id, shm, v2_client_gid)) {
     turn.release();
-    HandshakeOutcome o = server_subsequent_contact(fd, g, deadline, request.may_defer_confirm);
+    HandshakeOutcome o = server_subsequent_contact(fd, g, deadline, request.may_defer_confirm, v2_terms);
     if (o.kind != HandshakeOutcome::Kind::kPending) g->release_hold();
     return o;
   }
@@ -1613,8 +1676,9 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   } else {
 #ifdef SMCR_HAVE_VERBS
     auto port = verbs_port_for(fd);
+    if (port && v2_terms && !v2::ipv4_mapped(port->gid)) port.reset();
     if (!port) return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline, answer_version);
-    failed = verbs_server_prepare(fd, *port, prop->ece, deadline, &fs);
+    failed = verbs_server_prepare(fd, *port, v2_terms ? std::nullopt : prop->ece, deadline, &fs, v2_terms.has_value());
 #else
     return decline(fd, clc::decline::kNoSmcRDevice, Fallback::kNoFabric, deadline, answer_version);
 #endif
@@ -1636,6 +1700,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
   acc.ece = fs.ece;
+  if (v2_terms) acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, v2::accept_extension(*v2_terms), {}};
   if (!send_all(fd, clc::encode(acc), deadline)) return send_failed();
 
   r = recv_clc(fd, deadline, &msg, &h);
@@ -1644,6 +1709,13 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   if (!conf) return undecodable(fd, "Confirm", err, deadline);
   auto peer_size = rmb::decode_size(conf->rmbe_size_code);
   if (!peer_size) return decline(fd, clc::decline::kProtocolError, Fallback::kProtocolError, deadline);
+  if (v2_terms) {
+    if (!conf->v2) return decline(fd, clc::decline::kModeUnsupported, Fallback::kProtocolError, deadline, 2);
+    if (uint32_t bad = v2::check_confirm(*conf, *v2_terms)) return decline(fd, bad, Fallback::kProtocolError, deadline, 2);
+    // Linux's server takes the client's link GID from the Proposal, not
+    // from the Confirm (smc_find_rdma_v2_device_serv): so do we.
+    conf->gid = prop->v2->roce_gid;
+  }
   if (shm) {
     failed = shm_server_complete(fd, *conf, prop->gid, *peer_size, deadline, &fs);
     abandon.active = false;
@@ -1661,7 +1733,15 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   req.link_num = 1;
   req.link_user_id = random_u32();
   req.max_links = max_links();
-  if (!fs.link->post_message(llc::encode(req)))
+  if (v2_terms) {
+    // Linux's RMBE model (flag 0x03), which a Linux client requires; the
+    // limits as CLC settled them (release 0: Linux's 2 and none).
+    req.no_rmbe_eyecatcher = true;
+    req.max_links = v2_terms->release >= 1 ? v2_terms->max_links : v2::kLinuxMaxLinks;
+    req.max_conns = v2_terms->max_conns;
+  }
+  const uint8_t llc_version = v2_terms ? llc::v2::kVersion : 1;
+  if (!fs.link->post_message(LinkGroup::wire_for(llc_version, req)))
     return decline(fd, clc::decline::kNoActiveLink, Fallback::kNoFabric, deadline);
   counters().llc_sent.fetch_add(1);
   uint8_t raw[kLinkMessageLen];
@@ -1680,11 +1760,13 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   }
   if (peer_gone) return terminate(Fallback::kPeerNotClc, ECONNRESET);
   if (!got) return terminate(Fallback::kTimeout, ETIMEDOUT);
-  auto m = llc::decode(raw);
+  auto m = v2_terms ? llc::v2::decode(raw) : llc::decode(raw);
   auto* cl = m ? std::get_if<llc::ConfirmLink>(&*m) : nullptr;
-  if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn)
+  if (!cl || !cl->reply || cl->link_num != 1 || cl->sender_qpn != conf->qpn || (v2_terms && !cl->no_rmbe_eyecatcher))
     return terminate(Fallback::kProtocolError, ECONNRESET);
   counters().llc_received.fetch_add(1);
+  SMCR_LOG(1, "LLC: CONFIRM LINK confirmed: link 1, link uid %08x (the client's %08x)", req.link_user_id,
+           cl->link_user_id);
   LinkIdentity remote{conf->gid, conf->mac, conf->qpn, conf->mtu_code};
   ConnRmbs rmbs;
   rmbs.local[0] = fs.rmb;
@@ -1694,12 +1776,13 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
 #ifdef SMCR_HAVE_VERBS
   // RFC 3.5.1.6: a second link before any data flows.
   std::optional<SecondLink> second;
-  if (!shm && (cl->max_links == 0 || cl->max_links >= 2) && max_links() >= 2)
+  if (!shm && !v2_terms && (cl->max_links == 0 || cl->max_links >= 2) && max_links() >= 2)
     second = server_add_second_link(static_cast<VerbsLink*>(fs.link.get()), fs.rmb, *conf, *peer_size);
 #endif
   fs.rmb = LocalRmb{};
   fs.peer = RemoteRmb{};
   auto* group = new LinkGroup(Role::kServer, prop->peer_id, std::move(fs.link), 1, local, remote);
+  if (v2_terms) group->set_linux_v2();
 #ifdef SMCR_HAVE_VERBS
   if (second) {
     int slot = group->add_link(std::move(second->link), kSecondLinkNum, second->local, second->remote);

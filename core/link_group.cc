@@ -1,6 +1,6 @@
 #include "core/link_group.h"
 
-#include "core/cdc_mem.h"
+#include <time.h>
 
 #include <algorithm>
 #include <climits>
@@ -95,6 +95,17 @@ int LinkGroup::links_up() const {
   return n;
 }
 
+std::array<uint8_t, llc::kMessageLen> LinkGroup::wire_for(uint8_t version, const llc::Message& m) {
+  if (version != llc::v2::kVersion) return llc::encode(m);
+  std::vector<uint8_t> v2 = llc::v2::encode(m);
+  std::array<uint8_t, llc::kMessageLen> out{};
+  // Every type we send is 44 bytes in version 2 too (an ADD LINK with
+  // RTokens is the exception, and we send none); the continuations have no
+  // version-2 form and are never sent on such a group.
+  if (v2.size() == out.size()) std::copy(v2.begin(), v2.end(), out.begin());
+  return out;
+}
+
 void LinkGroup::post_llc(int slot, const std::array<uint8_t, 44>& msg) {
   if (link_at(slot)->post_message(msg)) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
 }
@@ -161,11 +172,14 @@ std::string LinkGroup::describe_all() {
   return out;
 }
 
-LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
+LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm, const clc::Gid* v2_client_gid) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
     if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm || g->rehomed_ ||
         g->owner_generation_ != process_generation())
+      continue;
+    if ((g->llc_version_ == llc::v2::kVersion) != (v2_client_gid != nullptr) ||
+        (v2_client_gid && g->remote().gid != *v2_client_gid))
       continue;
     std::lock_guard<std::mutex> glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
@@ -177,8 +191,8 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm) {
   return nullptr;
 }
 
-bool LinkGroup::serves_client(const clc::PeerId& client, bool shm) {
-  LinkGroup* g = acquire_for_server(client, shm);
+bool LinkGroup::serves_client(const clc::PeerId& client, bool shm, const clc::Gid* v2_client_gid) {
+  LinkGroup* g = acquire_for_server(client, shm, v2_client_gid);
   if (!g) return false;
   g->release_hold();
   return true;
@@ -358,7 +372,9 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   std::lock_guard<std::mutex> serial(exchange_mu_);
   std::unique_lock<std::mutex> lock(mu_);
   if (failed_) return false;
-  exchange_type_ = request[0];
+  // A reply is matched by its type, whichever version frames it.
+  exchange_type_ = llc_version_ == llc::v2::kVersion && (request[0] >> 4) == llc::v2::kVersion ? request[0] & 0x0F
+                                                                                                : request[0];
   exchange_done_ = false;
   exchange_ok_ = false;
   lock.unlock();
@@ -529,7 +545,7 @@ void LinkGroup::announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>&
   llc::DeleteRkey d;
   d.count = 1;
   d.rkeys[0] = rkey_by_slot[static_cast<size_t>(slot)];
-  post_llc(slot, llc::encode(d));
+  post_llc(slot, wire(d));
 }
 
 LinkGroup::~LinkGroup() {
@@ -561,13 +577,20 @@ bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
   std::memcpy(probe.user_data.data(), r, 16);
   l.test_link_data = probe.user_data;
   l.test_link_deadline_ms = now_ms + 2000;  // Linux: 2 s for LLC replies after first contact
-  if (!l.link->post_message(llc::encode(probe))) return false;
+  if (!l.link->post_message(wire(probe))) return false;
   counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
   links_[static_cast<size_t>(slot)].last_rx_ms = sys::now_ms();
+  if (llc_version_ == llc::v2::kVersion && !msg.empty() && (msg[0] >> 4) == llc::v2::kVersion) {
+    // Linux's version-2 LLC, up to 8 KiB (its own length is checked by the
+    // decoder).
+    counters().llc_received.fetch_add(1, std::memory_order_relaxed);
+    handle_llc(slot, msg);
+    return;
+  }
   if (msg.size() != kLinkMessageLen) {
     SMCR_LOG(1, "link: %zu-byte message (want 44): link down", msg.size());
     on_link_failure(slot);
@@ -703,7 +726,29 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
 void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
   GroupLink& l = links_[static_cast<size_t>(slot)];
   llc::DecodeError err;
-  auto m = llc::decode(msg, &err);
+  const bool v2 = llc_version_ == llc::v2::kVersion;
+  if (v2 && msg[0] == ((llc::v2::kVersion << 4) | llc::v2::kReqAddLinkType)) {
+    // A Linux client with another RNIC asks for a second link. We add none
+    // to a version-2 group (we negotiate max_links 1): the bare reply ends
+    // its request, which its RKey flows otherwise wait behind.
+    auto req = llc::v2::decode_req_add_link(msg, &err);
+    if (req && !req->reply) {
+      llc::v2::ReqAddLink reply;
+      reply.reply = true;
+      std::vector<uint8_t> b = llc::v2::encode(reply);
+      std::array<uint8_t, llc::kMessageLen> a{};
+      std::copy_n(b.begin(), a.size(), a.begin());
+      post_llc(slot, a);
+    }
+    return;
+  }
+  auto m = v2 ? llc::v2::decode(msg, &err) : llc::decode(msg, &err);
+  if (!m && v2) {
+    // Linux drops what it does not know on such a group; so do we.
+    SMCR_LOG(1, "link %u: LLC message %02x (%zu bytes) ignored: %.*s", l.num, msg[0], msg.size(),
+             static_cast<int>(llc::to_string(err).size()), llc::to_string(err).data());
+    return;
+  }
   if (!m) {
     SMCR_LOG(1, "link %u: malformed LLC (%.*s): link down", l.num, static_cast<int>(llc::to_string(err).size()),
              llc::to_string(err).data());
@@ -720,7 +765,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     }
     llc::TestLink reply = *t;
     reply.reply = true;
-    post_llc(slot, llc::encode(reply));
+    post_llc(slot, wire(reply));
     return;
   }
   if (auto* d = std::get_if<llc::DeleteLink>(&*m)) {
@@ -738,7 +783,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       llc::DeleteLink reply = *d;
       reply.reply = true;
       reply.reason_code = llc::DeleteLink::kReasonUnknownLink;
-      post_llc(slot, llc::encode(reply));
+      post_llc(slot, wire(reply));
       return;
     }
     if (role_ == Role::kClient) {
@@ -746,7 +791,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       link_down(target, false, "deleted by the server");
       llc::DeleteLink reply = *d;
       reply.reply = true;
-      if (int via = alternate_slot(target); via >= 0) post_llc(via, llc::encode(reply));
+      if (int via = alternate_slot(target); via >= 0) post_llc(via, wire(reply));
     } else if (link_up(target)) {
       // A client's DELETE LINK is a notification; the server runs the
       // exchange (RFC 3.5.5.1), with its own request to the client.
@@ -787,7 +832,17 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
         return p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
                p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr;
       });
-      if (peer_rmbs_.size() >= kMaxPeerRmbs || duplicate) {
+      if (duplicate && v2) {
+        // Linux reuses an RMB with its RToken unchanged, announcing it again
+        // after its DELETE RKEY (which our connection on it may not have
+        // seen through yet), and takes a repeated announcement as a success.
+        for (PeerRmb& p : peer_rmbs_)
+          if (p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
+              p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr && p.deleted) {
+            p.deleted = false;
+            p.claimed = false;
+          }
+      } else if (peer_rmbs_.size() >= kMaxPeerRmbs || duplicate) {
         reply.negative = true;
       } else {
         r.fd = fd;
@@ -796,7 +851,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       }
     }
     if (fd >= 0) sys::close(fd);
-    post_llc(slot, llc::encode(reply));
+    post_llc(slot, wire(reply));
     return;
   }
   if (auto* d = std::get_if<llc::DeleteRkey>(&*m)) {
@@ -831,12 +886,16 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
         }
         if (!known) {
           reply.negative = true;
-          reply.error_mask = static_cast<uint8_t>(reply.error_mask | (0x80u >> i));
+          // Version 1: a bit per RKey, MSB first; version 2 (Linux): how
+          // many, with the list zeroed.
+          reply.error_mask = v2 ? static_cast<uint8_t>(reply.error_mask + 1)
+                                : static_cast<uint8_t>(reply.error_mask | (0x80u >> i));
           SMCR_LOG(1, "link: DELETE RKEY for unknown RKey %08x", rkey);
         }
       }
     }
-    post_llc(slot, llc::encode(reply));
+    if (v2) reply.rkeys.fill(0);
+    post_llc(slot, wire(reply));
     return;
   }
   if (auto* a = std::get_if<llc::AddLink>(&*m); a && !a->reply && role_ == Role::kClient) {
@@ -847,10 +906,47 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     reject.reply = true;
     reject.rejected = true;
     reject.reason_code = llc::AddLink::kReasonNoAlternatePath;
-    post_llc(slot, llc::encode(reject));
+    reject.v2_ext.reset();  // a version-2 reject is the 44-byte request echoed
+    post_llc(slot, wire(reject));
     return;
   }
   SMCR_LOG(2, "link: LLC type %02x ignored", msg[0]);
+}
+
+void LinkGroup::farewell_at_exit(int timeout_ms) {
+  auto ours = [](LinkGroup* g) {
+    return g->llc_version_ == llc::v2::kVersion && !g->shm() && g->owner_generation_ == process_generation() &&
+           !g->failed_.load() && !g->retired_;
+  };
+  const int64_t deadline = sys::now_ms() + timeout_ms;
+  for (;;) {
+    bool busy = false;
+    {
+      std::lock_guard<std::mutex> lock(g_registry_mu);
+      for (LinkGroup* g : registry()) {
+        if (!ours(g)) continue;
+        std::lock_guard<std::mutex> glock(g->mu_);
+        busy |= !g->conns_.empty() ||
+                std::any_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return !r.deleted; });
+      }
+    }
+    if (!busy || sys::now_ms() >= deadline) break;
+    timespec ts{0, 5 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (LinkGroup* g : registry()) {
+    if (!ours(g)) continue;
+    {
+      std::lock_guard<std::mutex> glock(g->mu_);
+      if (!g->conns_.empty()) continue;
+    }
+    llc::DeleteLink d;
+    d.all_links = true;
+    d.orderly = true;
+    d.reason_code = llc::DeleteLink::kReasonOperator;
+    g->post_llc(g->primary_slot(), g->wire(d));
+  }
 }
 
 void LinkGroup::terminate() {
@@ -859,7 +955,7 @@ void LinkGroup::terminate() {
   d.all_links = true;
   d.orderly = true;
   d.reason_code = llc::DeleteLink::kReasonInactivity;
-  post_llc(primary_slot(), llc::encode(d));
+  post_llc(primary_slot(), wire(d));
 }
 
 void LinkGroup::on_link_failure(int slot) { link_down(slot, true, "failed"); }
@@ -892,7 +988,7 @@ void LinkGroup::link_down(int slot, bool notify_peer, const char* why) {
     llc::DeleteLink d;
     d.link_num = l.num;
     d.reason_code = llc::DeleteLink::kReasonLostPath;
-    post_llc(survivor, llc::encode(d));
+    post_llc(survivor, wire(d));
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "core/clc.h"
 #include "core/fabric.h"
+#include "core/llc.h"
 
 namespace smcr {
 
@@ -50,6 +51,24 @@ class LinkGroup {
   const clc::PeerId& peer() const { return peer_; }
   bool shm() const;
 
+  // A group with a Linux SMC-Rv2 peer (../shared/spec/SMC-Rv2-LINUX.md): LLC
+  // framed as version 2 both ways (Linux sends its group's format and takes
+  // either), and Linux's RMBE model, which its CONFIRM LINK announces with
+  // flag 0x03: no eyecatcher, cursors from 0. Set before the group is
+  // registered; RFC 7609 groups (version 1, eyecatcher) are the default.
+  void set_linux_v2() {
+    llc_version_ = llc::v2::kVersion;
+    rmbe_base_ = 0;
+  }
+  uint8_t llc_version() const { return llc_version_; }
+  // Where each RMBE's data area starts: 4 after RFC 7609's eyecatcher, or 0.
+  uint32_t rmbe_base() const { return rmbe_base_; }
+  // `m` as this group's peer reads it (every message we send is 44 bytes in
+  // either version).
+  std::array<uint8_t, llc::kMessageLen> wire(const llc::Message& m) const { return wire_for(llc_version_, m); }
+  // The same for a group still being set up (`version` 1 or 2).
+  static std::array<uint8_t, llc::kMessageLen> wire_for(uint8_t version, const llc::Message& m);
+
   // --- links. A group has slots 0..kMaxGroupLinks-1; links are added only
   // while the group is being set up (before Engine::add_group), and a link
   // that goes down stays in its slot, unused, until the group ends.
@@ -76,12 +95,25 @@ class LinkGroup {
   // finds its group by the client's Peer ID, the client by the link that an
   // F=0 Accept names. A found group is returned held (see release_hold).
   static void register_group(LinkGroup* g);
+  // Process exit (after the connections' process_exit): a Linux kernel
+  // peer outlives us, and its close() of each connection waits for our
+  // answer to the DELETE RKEY that follows it (2 s, or longer while our
+  // vanished QP times out). So each SMC-Rv2 group of this process waits,
+  // up to `timeout_ms` in all, for its connections to finish closing and
+  // for the peer to delete its RMBs (the engine thread answers), and a
+  // group left without connections is ended with DELETE LINK (all links,
+  // orderly), as a peer going away ends it. RFC 7609 groups are left to
+  // the peer's link-failure handling, as before.
+  static void farewell_at_exit(int timeout_ms);
   // Every live group, its links and connections, as "key=value" lines.
   static std::string describe_all();
-  static LinkGroup* acquire_for_server(const clc::PeerId& client, bool shm);
+  // `v2_client_gid`: an SMC-Rv2 client, whose Peer ID may be zero (Linux
+  // sends none in a version-2-only Proposal), is known by its Peer ID and
+  // RoCE GID together, as Linux's server matches it; null: an RFC 7609 group.
+  static LinkGroup* acquire_for_server(const clc::PeerId& client, bool shm, const clc::Gid* v2_client_gid = nullptr);
   // Whether acquire_for_server would find a group now (it may be gone a
   // moment later: a guess for planning, nothing held).
-  static bool serves_client(const clc::PeerId& client, bool shm);
+  static bool serves_client(const clc::PeerId& client, bool shm, const clc::Gid* v2_client_gid = nullptr);
   static LinkGroup* acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
                                        uint32_t qpn);
   // Drops a handshake's hold; the group may end when nothing else uses it.
@@ -223,6 +255,8 @@ class LinkGroup {
 
   Role role_;
   clc::PeerId peer_;
+  uint8_t llc_version_ = 1;
+  uint32_t rmbe_base_ = 4;
   uint64_t owner_generation_;  // a forked child never uses its parent's groups
   std::array<GroupLink, kMaxGroupLinks> links_;
   std::atomic<int> slots_used_{0};  // published after the slot is filled (add_link)

@@ -41,6 +41,7 @@
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/handshake.h"
+#include "core/link_group.h"
 #include "core/log.h"
 #include "core/policy.h"
 #include "core/short_flows.h"
@@ -547,6 +548,7 @@ __attribute__((destructor)) void at_exit() {
   });
   // Connections a forked child still holds outlive us there.
   smcr::handoff::finish_offers_at_exit(1000);
+  smcr::LinkGroup::farewell_at_exit(1000);
   smcr::write_stats_file();
 }
 

@@ -57,7 +57,18 @@ struct my_smc_diag_msg {
   uint32_t diag_uid;
   uint64_t diag_inode __attribute__((aligned(8)));
 };
-enum { MY_SMC_DIAG_FALLBACK = 5 };
+enum { MY_SMC_DIAG_CONNINFO = 1, MY_SMC_DIAG_FALLBACK = 5 };
+struct my_smc_diag_cursor {
+  uint16_t reserved;
+  uint16_t wrap;
+  uint32_t count;
+};
+struct my_smc_diag_conninfo {
+  uint32_t token, sndbuf_size, rmbe_size, peer_rmbe_size;
+  struct my_smc_diag_cursor rx_prod, rx_cons, tx_prod, tx_cons;
+  uint8_t rx_prod_flags, rx_conn_state_flags, tx_prod_flags, tx_conn_state_flags;
+  struct my_smc_diag_cursor tx_prep, tx_sent, tx_fin;
+};
 
 static const char *g_role = "?";
 
@@ -79,11 +90,17 @@ struct smc_info {
   const char *mode;
   uint32_t reason, peer_diagnosis;
   int found;
+  // From SMC_DIAG_CONNINFO (SMC-R only): the bytes the producer cursors
+  // account for. Linux's cursors run from 0 and wrap at the RMBE size, so
+  // N bytes through an RMBE of L bytes read wrap = N / L, count = N % L.
+  int have_cursors;
+  uint64_t tx_cursor_bytes, rx_cursor_bytes;
+  uint32_t rmbe_size, peer_rmbe_size;
 };
 
 // The kernel's view of one AF_SMC socket (matched by inode).
 static struct smc_info smc_query(int fd) {
-  struct smc_info info = {"?", 0, 0, 0};
+  struct smc_info info = {"?", 0, 0, 0, 0, 0, 0, 0, 0};
   struct stat st;
   if (fstat(fd, &st) != 0) return info;
   int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -100,7 +117,7 @@ static struct smc_info smc_query(int fd) {
   msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   msg.nlh.nlmsg_seq = 1;
   msg.req.diag_family = AF_SMC;
-  msg.req.diag_ext = 0;
+  msg.req.diag_ext = 1 << (MY_SMC_DIAG_CONNINFO - 1);
   struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
   if (sendto(nl, &msg, sizeof msg, 0, (struct sockaddr *)&sa, sizeof sa) < 0) {
     close(nl);
@@ -132,6 +149,16 @@ static struct smc_info smc_query(int fd) {
           memcpy(&info.reason, (char *)a + NLA_HDRLEN, 4);
           memcpy(&info.peer_diagnosis, (char *)a + NLA_HDRLEN + 4, 4);
         }
+        if ((a->nla_type & NLA_TYPE_MASK) == MY_SMC_DIAG_CONNINFO &&
+            a->nla_len >= sizeof *a + sizeof(struct my_smc_diag_conninfo)) {
+          struct my_smc_diag_conninfo ci;
+          memcpy(&ci, (char *)a + NLA_HDRLEN, sizeof ci);
+          info.have_cursors = 1;
+          info.rmbe_size = ci.rmbe_size;
+          info.peer_rmbe_size = ci.peer_rmbe_size;
+          info.tx_cursor_bytes = (uint64_t)ci.tx_prod.wrap * ci.peer_rmbe_size + ci.tx_prod.count;
+          info.rx_cursor_bytes = (uint64_t)ci.rx_prod.wrap * ci.rmbe_size + ci.rx_prod.count;
+        }
         off += NLA_ALIGN(a->nla_len);
       }
     }
@@ -140,13 +167,49 @@ static struct smc_info smc_query(int fd) {
   return info;
 }
 
+static double now(void);
+
+// Whether this process runs without the shim: no LD_PRELOAD and no smcr
+// library mapped (the kernel, not the shim, must be this end).
+static const char *shim_presence(void) {
+  const char *pre = getenv("LD_PRELOAD");
+  if (pre && *pre) return "present";
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return "?";
+  char line[512];
+  const char *r = "absent";
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "smcr")) r = "present";
+  fclose(f);
+  return r;
+}
+
+// One line per connection, then AF_SMC_ECHO_HOOK (a shell command, run
+// while the connection and its link group are still up: a witness of the
+// kernel's state, e.g. its link-group dump).
 static void report(int fd, int ok, uint64_t sent, uint64_t received, int64_t mismatch, double secs) {
   struct smc_info i = smc_query(fd);
+  // A write() returns once the bytes are in the send buffer; the producer
+  // cursor moves when they are RDMA-written: give the last ones a moment.
+  for (double until = now() + 2; i.have_cursors && i.tx_cursor_bytes < sent && now() < until;) {
+    usleep(10000);
+    i = smc_query(fd);
+  }
   printf("af_smc_echo: %s ok=%d sent=%llu received=%llu mismatch_at=%lld mode=%s fallback_reason=0x%08x "
-         "peer_diagnosis=0x%08x secs=%.2f\n",
+         "peer_diagnosis=0x%08x secs=%.2f shim=%s",
          g_role, ok, (unsigned long long)sent, (unsigned long long)received, (long long)mismatch, i.mode, i.reason,
-         i.peer_diagnosis, secs);
+         i.peer_diagnosis, secs, shim_presence());
+  if (i.have_cursors)
+    printf(" tx_cursor_bytes=%llu rx_cursor_bytes=%llu rmbe=%u peer_rmbe=%u", (unsigned long long)i.tx_cursor_bytes,
+           (unsigned long long)i.rx_cursor_bytes, i.rmbe_size, i.peer_rmbe_size);
+  printf("\n");
   fflush(stdout);
+  const char *hook = getenv("AF_SMC_ECHO_HOOK");
+  if (hook && *hook) {
+    int rc = system(hook);
+    (void)rc;
+    fflush(stdout);
+  }
 }
 
 static double now(void) {
@@ -295,7 +358,11 @@ static int client(const char *ip, const char *port, uint64_t bytes) {
   int ok = sent == bytes && received == bytes && mismatch < 0;
   printf("af_smc_echo: client connect_secs=%.2f\n", t1 - t0);
   report(fd, ok, sent, received, mismatch, now() - t0);
+  double t2 = now();
   close(fd);
+  // AF_SMC's close waits for the peer's side of the SMC close (and for the
+  // link group's LLC flows): a peer that leaves it hanging shows here.
+  printf("af_smc_echo: client close_secs=%.2f\n", now() - t2);
   return ok ? 0 : 1;
 }
 

@@ -3,26 +3,41 @@
 # between two QEMU guests (scripts/guest/run-pair.sh: A = server 10.9.1.1,
 # B = client 10.9.1.2, rxe0 on eth0 in each, Debian 6.12 kernel).
 #
+#   case 0: kernel AF_SMC client (B) -> kernel AF_SMC server (A): the control
 #   case 1: kernel AF_SMC server (A, af_smc_echo) <- our client under smc_run (B, echo_tool)
 #   case 2: our server under smc_run (A, echo_tool) <- kernel AF_SMC client (B, af_smc_echo)
-# Each side echoes 1 MiB; the echo must be intact, both ends must agree on the
-# outcome (SMC-R on both, or TCP fallback on both), nothing may hang or reset.
+#   case 3: the kernel client half-closes (Linux then also sends a TCP FIN) and
+#           our server (python under smc_run) answers 2 s later
+# Each case makes two connections, the second a subsequent contact in the
+# same link group: 1 MiB, then 64 MiB (1 MiB without a UEID), each echoed and
+# verified (sha256 / a deterministic pattern). Both ends must agree on the
+# outcome (SMC-R on both, or TCP fallback on both); nothing may hang or reset.
 # The kernel is configured with a pnet entry eth0 <-> rxe0 port 1 (tests/guest/smc_pnet.py).
-# The pair runs twice: without a UEID (the kernel can do neither SMC-Rv1 on rxe,
-# which has no RoCE v1 GID, nor v2) and with a UEID on both guests (the kernel
-# offers SMC-Rv2 only; we implement v1 and must decline v2-only offers cleanly).
+# The pair runs twice:
+#   v1:   no UEID. The kernel can do neither SMC-Rv1 on rxe (no RoCE v1 GID)
+#         nor SMC-Rv2: every case falls back, cleanly.
+#   ueid: the same UEID on both guests and in SMCR_UEID: SMC-Rv2, mandatory.
+#         The kernel is the witness (tests/guest/interop_witness.py): its
+#         smc_diag (mode, fallback reason, peer diagnosis, producer cursors),
+#         its link-group and link dumps (SMC-Rv2, UEID, the peer hostname set
+#         per run, the peer GID, the peer's CONFIRM LINK link uid), its SMC
+#         statistics, rxe's packet counters and B's capture (TCP carried CLC
+#         only). In the v1 run the same checks must fail, so they discriminate.
 # SMCR_INTEROP_MODES="v1 ueid" (default) selects the runs.
 #
 # Run on the HOST (ctest guest.linux_interop); `--guest` is the part that runs in
 # each guest (SMCR_GUEST_ROLE=server|client, set by run-pair.sh).
-# Every run records, per case: our SMCR_DEBUG=1 CLC log line, our stats, the
-# kernel's smc_diag view (mode, fallback reason, peer diagnosis) and the CLC
-# messages on the wire (tcpdump on B's eth0, decoded).
+# Every run records, per case: our SMCR_DEBUG=1 CLC/LLC log lines, our stats,
+# the kernel's view (above) and the CLC messages on the wire (tcpdump on B's
+# eth0, decoded).
 # Exit: 0 all checks passed, 1 a check failed, 77 the guests cannot run here.
 set -u
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
-PORT_K=5001 PORT_O=5002 PORT_READY=5000
+PORT_K=5001 PORT_O=5002 PORT_KK=5003 PORT_SLOW=5004 PORT_READY=5000
 BYTES=1048576
+# The second connection of each case (a subsequent contact): 64 MiB with a
+# UEID (SMC-R), 1 MiB where everything falls back.
+BIG_BYTES=$([ -n "${SMCR_INTEROP_UEID:-}" ] && echo 67108864 || echo 1048576)
 
 # ============================== in the guest ===================================
 guest() {
@@ -37,6 +52,10 @@ guest() {
   for f in "$afe" "$echo" "$ctl" "$SMCR_PRELOAD_LIB"; do
     [ -e "$f" ] || { echo "interop: SKIP: $f not visible in the guest (build tree hidden?)"; exit 77; }
   done
+  # A hostname unique to this run, set before the smc module reads it: the
+  # peer kernel must report it as the hostname our first-contact CLC carried.
+  hostname "h$role$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
+  say "host name=$(hostname)"
 
   # kernel SMC: module, pnet table (eth0 <-> rxe0 port 1), optional UEID (SMC-Rv2)
   modprobe smc && modprobe smc_diag || { echo "interop: SKIP: no smc module in the guest kernel"; exit 77; }
@@ -45,41 +64,79 @@ guest() {
     python3 "$pnet" ueid-add "$SMCR_INTEROP_UEID" || { echo "interop: ueid-add failed"; exit 1; }
   fi
   "$ctl" load >/dev/null || { echo "interop: smcr_ctl load failed"; exit 1; }
+  local hw=/sys/class/infiniband/rxe0/ports/1/hw_counters
+  rxe() { echo "sent_pkts=$(cat $hw/sent_pkts 2>/dev/null || echo -1) rcvd_pkts=$(cat $hw/rcvd_pkts 2>/dev/null || echo -1)"; }
+  say "kstats before $(python3 "$pnet" stats | sed 's/^smc_pnet: stats smcr //') $(rxe)"
+  # The kernel's link groups, read while each connection is still up.
+  # And the kernel's own TCP socket under each AF_SMC one (ss: bytes sent and
+  # received), which must have carried the CLC messages and nothing more
+  # (any state: Linux's shutdown(SHUT_WR) of an SMC socket sends a FIN on it).
+  local ports="sport = :$PORT_K or sport = :$PORT_O or sport = :$PORT_KK or dport = :$PORT_K or dport = :$PORT_O or dport = :$PORT_KK"
+  export AF_SMC_ECHO_HOOK="python3 $pnet lgr-dump | sed 's/^smc_pnet: /af_smc_echo: dump /'; ss -Htin state connected '( $ports )' | sed 's/^/af_smc_echo: dump ss /'"
 
   local tdpid=""
   if [ "$role" = client ] && command -v tcpdump >/dev/null; then
-    tcpdump -i eth0 -U -s 0 -w "$W/cap.pcap" "tcp port $PORT_K or tcp port $PORT_O" 2>"$W/tcpdump.err" &
+    tcpdump -i eth0 -U -s 256 -w "$W/cap.pcap" "tcp port $PORT_K or tcp port $PORT_O or tcp port $PORT_KK" 2>"$W/tcpdump.err" &
     tdpid=$!
     for _ in $(seq 50); do [ -s "$W/cap.pcap" ] && break; sleep 0.1; done
   fi
 
   if [ "$role" = server ]; then
-    local t0 kp op rp
-    AF_SMC_ECHO_TIMEOUT=80 timeout -k 5 85 "$afe" server "$self" "$PORT_K" 1 >"$W/k.out" 2>"$W/k.err" &
+    local kp kkp op rp
+    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_K" 2 >"$W/k.out" 2>"$W/k.err" &
     kp=$!
-    SMCR_DEBUG=1 timeout -k 5 85 "$smcrun" --stats "$W/stats" "$echo" server --host "$self" --port "$PORT_O" \
-      --max-conns 1 >"$W/o.out" 2>"$W/o.err" &
+    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_KK" 2 >"$W/kk.out" 2>"$W/kk.err" &
+    kkp=$!
+    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats" "$echo" server \
+      --host "$self" --port "$PORT_O" --max-conns 2 >"$W/o.out" 2>"$W/o.err" &
     op=$!
+    # case 3: a server under smc_run that answers a half-closed request 2 s
+    # later (Linux's shutdown(SHUT_WR) also sends a TCP FIN: not the end)
+    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats3" python3 -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('$self', $PORT_SLOW)); s.listen(1)
+c = s.accept()[0]
+data = bytearray()
+while True:
+    b = c.recv(65536)
+    if not b: break
+    data += b
+time.sleep(2)
+c.sendall(data)
+c.close()
+print('slow_server received=%d' % len(data))" >"$W/s3.out" 2>"$W/s3.err" &
+    local sp=$!
     for _ in $(seq 100); do
-      [ -n "$(ss -Hltn "sport = :$PORT_K")" ] && [ -n "$(ss -Hltn "sport = :$PORT_O")" ] && break
+      [ -n "$(ss -Hltn "sport = :$PORT_K")" ] && [ -n "$(ss -Hltn "sport = :$PORT_O")" ] &&
+        [ -n "$(ss -Hltn "sport = :$PORT_KK")" ] && break
       sleep 0.1
     done
     # readiness for the client guest: a plain listener (neither AF_SMC nor under smc_run)
-    timeout 90 python3 -c "
+    timeout 160 python3 -c "
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('$self', $PORT_READY)); s.listen(8)
 while True: s.accept()[0].close()" &
     rp=$!
+    wait "$kkp"; local kkrc=$?
     wait "$kp"; local krc=$?
     wait "$op"; local orc=$?
+    wait "$sp"; local src=$?
     kill "$rp" 2>/dev/null; wait "$rp" 2>/dev/null
-    say "case1 kernel_server rc=$krc $(grep '^af_smc_echo: server ok' "$W/k.out" | head -1)"
+    say "case0 kernel_server rc=$kkrc"
+    grep '^af_smc_echo: server ok' "$W/kk.out" | sed 's/^/RESULT case0 kernel_server_conn /'
+    grep '^af_smc_echo: dump' "$W/kk.out" | sed 's/^af_smc_echo: /RESULT case0 kernel_server_/'
+    say "case1 kernel_server rc=$krc"
+    grep '^af_smc_echo: server ok' "$W/k.out" | sed 's/^/RESULT case1 kernel_server_conn /'
+    grep '^af_smc_echo: dump' "$W/k.out" | sed 's/^af_smc_echo: /RESULT case1 kernel_server_/'
     sed 's/^/RESULT case1 kernel_server_stderr /' "$W/k.err"
     say "case2 our_server rc=$orc $(tr '\n' ' ' < "$W/o.out")"
     say "case2 our_stats $(cat "$W"/stats/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
-    grep -E 'CLC|smcr' "$W/o.err" | sed 's/^/RESULT case2 our_log /'
-    grep -vE 'CLC|smcr' "$W/o.err" | head -20 | sed 's/^/RESULT case2 our_stderr /'
+    grep -E 'CLC|LLC|smcr' "$W/o.err" | sed 's/^/RESULT case2 our_log /'
+    grep -vE 'CLC|LLC|smcr' "$W/o.err" | head -20 | sed 's/^/RESULT case2 our_stderr /'
+    say "case3 slow_server rc=$src $(cat "$W/s3.out") $(cat "$W"/stats3/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
+    grep -vE 'CLC|LLC|verbs' "$W/s3.err" | head -10 | sed 's/^/RESULT case3 slow_server_stderr /'
   else
     local ok=0 t0 t1 rc
     for _ in $(seq 300); do
@@ -88,24 +145,38 @@ while True: s.accept()[0].close()" &
     done
     [ "$ok" = 1 ] || { echo "interop: server guest never became ready"; exit 1; }
 
-    # case 1: our client -> kernel AF_SMC server
+    # case 0 (the control): kernel AF_SMC client -> kernel AF_SMC server
+    for b in $BYTES $BIG_BYTES; do
+      AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_KK" "$b" >"$W/c0.out" 2>"$W/c0.err"
+      say "case0 kernel_client rc=$? $(grep '^af_smc_echo: client ok' "$W/c0.out" | head -1)"
+      grep '^af_smc_echo: dump' "$W/c0.out" | sed 's/^af_smc_echo: /RESULT case0 kernel_client_/'
+    done
+
+    # case 1: our client -> kernel AF_SMC server (a first contact, then a subsequent one)
     t0=$(date +%s%N)
-    SMCR_DEBUG=1 timeout -k 5 60 "$smcrun" --stats "$W/stats" "$echo" client --host "$peer" --port "$PORT_K" \
-      --bytes "$BYTES" >"$W/c1.out" 2>"$W/c1.err"
+    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 90 "$smcrun" --stats "$W/stats" "$echo" client \
+      --host "$peer" --port "$PORT_K" --bytes "$BYTES" --then-conns 1 --then-bytes "$BIG_BYTES" >"$W/c1.out" 2>"$W/c1.err"
     rc=$?
     t1=$(date +%s%N)
     say "case1 our_client rc=$rc ms=$(((t1 - t0) / 1000000)) $(tr '\n' ' ' < "$W/c1.out")"
     say "case1 our_stats $(cat "$W"/stats/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
-    grep -E 'CLC|smcr' "$W/c1.err" | sed 's/^/RESULT case1 our_log /'
-    grep -vE 'CLC|smcr' "$W/c1.err" | head -20 | sed 's/^/RESULT case1 our_stderr /'
+    grep -E 'CLC|LLC|smcr' "$W/c1.err" | sed 's/^/RESULT case1 our_log /'
+    grep -vE 'CLC|LLC|smcr' "$W/c1.err" | head -20 | sed 's/^/RESULT case1 our_stderr /'
 
-    # case 2: kernel AF_SMC client -> our server
-    t0=$(date +%s%N)
-    AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_O" "$BYTES" >"$W/c2.out" 2>"$W/c2.err"
-    rc=$?
-    t1=$(date +%s%N)
-    say "case2 kernel_client rc=$rc ms=$(((t1 - t0) / 1000000)) $(grep '^af_smc_echo: client ok' "$W/c2.out" | head -1)"
-    sed 's/^/RESULT case2 kernel_client_stderr /' "$W/c2.err"
+    # case 2: kernel AF_SMC client -> our server (the kernel reuses its link group for the second)
+    for b in $BYTES $BIG_BYTES; do
+      t0=$(date +%s%N)
+      AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_O" "$b" >"$W/c2.out" 2>"$W/c2.err"
+      rc=$?
+      t1=$(date +%s%N)
+      say "case2 kernel_client rc=$rc ms=$(((t1 - t0) / 1000000)) $(grep '^af_smc_echo: client ok' "$W/c2.out" | head -1) $(grep -o 'close_secs=[0-9.]*' "$W/c2.out")"
+      grep '^af_smc_echo: dump' "$W/c2.out" | sed 's/^af_smc_echo: /RESULT case2 kernel_client_/'
+      sed 's/^/RESULT case2 kernel_client_stderr /' "$W/c2.err"
+    done
+    # case 3: kernel AF_SMC client half-closes; our server answers 2 s later
+    AF_SMC_ECHO_HOOK= AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_SLOW" "$BYTES" >"$W/c3.out" 2>"$W/c3.err"
+    say "case3 kernel_client rc=$? $(grep '^af_smc_echo: client ok' "$W/c3.out" | head -1)"
+    sed 's/^/RESULT case3 kernel_client_stderr /' "$W/c3.err"
     python3 "$pnet" fback-stats 2>/dev/null | sed 's/^/RESULT kernel_b /'
 
     if [ -n "$tdpid" ]; then
@@ -114,6 +185,7 @@ while True: s.accept()[0].close()" &
       clc_decode "$W/cap.pcap" | sed 's/^/RESULT wire /'
     fi
   fi
+  say "kstats after $(python3 "$pnet" stats | sed 's/^smc_pnet: stats smcr //') $(rxe)"
   exit 0
 }
 
@@ -208,9 +280,10 @@ get() {  # get CASE KEY LOGFILE: the rest of the first "RESULT CASE KEY ..." lin
 kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 
 run_mode() {  # run_mode NAME UEID
-  local name=$1 ueid=$2 L=$TEST_TMP/$1.log t0 t1 rc
+  local name=$1 ueid=$2 L=$TEST_TMP/$1.log t0 t1 rc big
+  big=$([ -n "$ueid" ] && echo 67108864 || echo "$BYTES")
   t0=$(date +%s)
-  SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout 110 -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
+  SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout 170 -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
   rc=$?
   t1=$(date +%s)
   log "[$name] guest pair exited $rc after $((t1 - t0)) s${ueid:+ (UEID $ueid on both guests)}"
@@ -218,34 +291,41 @@ run_mode() {  # run_mode NAME UEID
     grep -m1 -E 'SKIP' "$L" | sed 's/^/  /'
     return 77
   fi
-  grep -E 'RESULT|interop:' "$L" | sed 's/^/  /'
+  grep -E 'RESULT|interop:' "$L" | grep -v 'RESULT wire' | sed 's/^/  /'
   if [ "$rc" != 0 ]; then
     log "[$name] guest output (tail):"; tail -n 60 "$L" | sed 's/^/  /'
   fi
-  local c1 ks c2 os s1 s2 l1 l2 want
-  c1=$(get case1 our_client "$L"); ks=$(get case1 kernel_server "$L")
-  s1=$(get case1 our_stats "$L"); l1=$(get case1 our_log "$L")
-  c2=$(get case2 kernel_client "$L"); os=$(get case2 our_server "$L")
-  s2=$(get case2 our_stats "$L"); l2=$(get case2 our_log "$L")
+  local c1 s1 l1 os s2 l2 want c2s c0s
+  c1=$(get case1 our_client "$L"); s1=$(get case1 our_stats "$L"); l1=$(get case1 our_log "$L")
+  os=$(get case2 our_server "$L"); s2=$(get case2 our_stats "$L"); l2=$(get case2 our_log "$L")
+  c0s=$(sed -n 's/^\[B\] RESULT case0 kernel_client //p' "$L")
+  c2s=$(sed -n 's/^\[B\] RESULT case2 kernel_client //p' "$L")
 
-  check "[$name] case 1: our client <- kernel AF_SMC server: 1 MiB echo intact ($(kv ms "$c1") ms)" \
-    [ "$(kv rc "$c1")" = 0 -a "$(kv ok "$c1")" = 1 ]
-  check "[$name] case 1: the kernel server echoed all of it and exited (rc $(kv rc "$ks"))" \
-    [ "$(kv rc "$ks")" = 0 -a "$(kv ok "$ks")" = 1 -a "$(kv received "$ks")" = "$BYTES" ]
+  check "[$name] case 0 (control): kernel client <- kernel server: both echoes intact" \
+    [ "$(grep -c 'ok=1' <<<"$c0s")" = 2 ]
+  check "[$name] case 1: our client <- kernel AF_SMC server: 1 MiB and $((big >> 20)) MiB echoes intact ($(kv ms "$c1") ms)" \
+    [ "$(kv rc "$c1")" = 0 -a "$(kv ok "$c1")" = 2 -a "$(kv conns "$c1")" = 2 ]
   want=none
-  if [ "$(kv smc_active "$s1")" = 1 ]; then want=SMCR; elif [ "$(kv fallback_total "$s1")" = 1 ]; then want=TCP_FALLBACK; fi
-  check "[$name] case 1: both ends agree on the outcome (ours $want, kernel $(kv mode "$ks"))" \
-    [ "$want" = "$(kv mode "$ks")" ]
-  log "[$name] case 1 outcome: $want; our log: ${l1:-none}; kernel: fallback_reason=$(kv fallback_reason "$ks") peer_diagnosis=$(kv peer_diagnosis "$ks")"
+  if [ "$(kv smc_active "$s1")" = 2 ]; then want=SMCR; elif [ "$(kv fallback_total "$s1")" = 2 ]; then want=TCP_FALLBACK; fi
+  check "[$name] case 1: both ends agree on the outcome of both connections (ours $want, kernel: $(sed -n 's/^\[A\] RESULT case1 kernel_server_conn .*mode=\([^ ]*\).*/\1/p' "$L" | tr '\n' ' '))" \
+    [ "$(sed -n 's/^\[A\] RESULT case1 kernel_server_conn .*mode=\([^ ]*\).*/\1/p' "$L" | sort -u)" = "$want" ]
+  log "[$name] case 1 outcome: $want; ours: ${l1:-no log}"
 
-  check "[$name] case 2: kernel AF_SMC client -> our server: 1 MiB echo intact ($(kv ms "$c2") ms)" \
-    [ "$(kv rc "$c2")" = 0 -a "$(kv ok "$c2")" = 1 ]
+  check "[$name] case 2: kernel AF_SMC client -> our server: 1 MiB and $((big >> 20)) MiB echoes intact" \
+    [ "$(grep -c 'rc=0 .*ok=1' <<<"$c2s")" = 2 ]
   check "[$name] case 2: our server exited cleanly (rc $(kv rc "$os"))" [ "$(kv rc "$os")" = 0 ]
   want=none
-  if [ "$(kv smc_passive "$s2")" = 1 ]; then want=SMCR; elif [ "$(kv fallback_total "$s2")" = 1 ]; then want=TCP_FALLBACK; fi
-  check "[$name] case 2: both ends agree on the outcome (ours $want, kernel $(kv mode "$c2"))" \
-    [ "$want" = "$(kv mode "$c2")" ]
-  log "[$name] case 2 outcome: $want; our log: ${l2:-none}; kernel: fallback_reason=$(kv fallback_reason "$c2") peer_diagnosis=$(kv peer_diagnosis "$c2")"
+  if [ "$(kv smc_passive "$s2")" = 2 ]; then want=SMCR; elif [ "$(kv fallback_total "$s2")" = 2 ]; then want=TCP_FALLBACK; fi
+  check "[$name] case 2: both ends agree on the outcome of both connections (ours $want, kernel: $(sed -n 's/.*mode=\([^ ]*\).*/\1/p' <<<"$c2s" | tr '\n' ' '))" \
+    [ "$(sed -n 's/.*mode=\([^ ]*\).*/\1/p' <<<"$c2s" | sort -u)" = "$want" ]
+  log "[$name] case 2 outcome: $want; ours: ${l2:-no log}"
+  local c3 s3
+  c3=$(get case3 kernel_client "$L"); s3=$(get case3 slow_server "$L")
+  want=none
+  if [ "$(kv smc_passive "$s3")" = 1 ]; then want=SMCR; elif [ "$(kv fallback_total "$s3")" = 1 ]; then want=TCP_FALLBACK; fi
+  check "[$name] case 3: kernel client half-closes, our server answers 2 s later: echo intact, both ends $want (kernel $(kv mode "$c3"))" \
+    [ "$(kv rc "$c3")" = 0 -a "$(kv ok "$c3")" = 1 -a "$(kv rc "$s3")" = 0 -a "$want" = "$(kv mode "$c3")" ]
+  [ -n "$ueid" ] && check "[$name] case 3 was SMC-R" [ "$want" = SMCR ]
   if grep -q 'RESULT wire .*SYN' "$L"; then
     # CI once saw a reset from the kernel server in a run where both echoes
     # were intact and both ends had read EOF. A reset after both FINs reaches
@@ -255,6 +335,26 @@ run_mode() {  # run_mode NAME UEID
     check "[$name] the CLC exchange is on the wire and no connection was reset before both ends closed (B's tcpdump)" \
       bash -c '! grep -q "RESULT wire .* RST after_fins=no" "$0" && grep -q "RESULT wire .* CLC " "$0"' "$L"
   fi
+
+  # The kernel as the witness (tests/guest/interop_witness.py). With a UEID
+  # every check must hold, for our cases as for the kernel-to-kernel
+  # control; without one SMC-R cannot happen on rxe (no RoCE v1 GID), and
+  # the same checks must fail: proof that they can.
+  local W
+  W=$(python3 "$SMCR_SOURCE_DIR/tests/guest/interop_witness.py" "$L" "${ueid:-none}" "$BYTES" "$big")
+  sed 's/^/  /' <<<"$W"
+  local line c k o d
+  while read -r _ c k o d; do
+    [ -n "$c" ] || continue
+    if [ -n "$ueid" ]; then
+      check "[$name] kernel witness $c $k: $d" [ "$o" = ok=1 ]
+    else
+      case $k in
+        conns|lgr|kstats|rxe|tcp_only_clc)
+          check "[$name] kernel witness $c $k fails without a UEID (the check discriminates): $d" [ "$o" = ok=0 ] ;;
+      esac
+    fi
+  done <<<"$W"
   if [ -n "${SMCR_INTEROP_KEEP:-}" ]; then cp "$L" "$SMCR_INTEROP_KEEP/" 2>/dev/null; fi
   return 0
 }

@@ -8,6 +8,11 @@ without smc-tools (Debian 12 has none). Needs root and `modprobe smc`.
   smc_pnet.py ueid-add UEID        like `smcr ueid add UEID` (enables SMC-Rv2)
   smc_pnet.py ueid-flush
   smc_pnet.py fback-stats          print the kernel's SMC fallback counters (code count)
+  smc_pnet.py lgr-dump             print the kernel's SMC-R link groups and links: role,
+                                   connections, SMC-Rv2 release/OS/negotiated UEID/peer
+                                   hostname; each link's GID, peer GID, link uid, peer uid
+  smc_pnet.py stats                print the kernel's SMC-R statistics (v1/v2 successes,
+                                   RX/TX bytes and counts)
 
 Constants: Linux include/uapi/linux/smc.h ("SMC_PNETID" and "SMC_GEN_NETLINK"
 families). Exit status 0 on success, 1 on a kernel error (printed), 3 when the
@@ -39,6 +44,15 @@ SMC_MAX_EID_LEN = 32
 SMC_GEN_FBACK_STATS = 8
 SMC_NLA_FBACK_STATS_TYPE, SMC_NLA_FBACK_STATS_SRV_CNT = 1, 2
 SMC_NLA_FBACK_STATS_CLNT_CNT, SMC_NLA_FBACK_STATS_RSN_CODE, SMC_NLA_FBACK_STATS_RSN_CNT = 3, 4, 5
+# link groups and links (include/uapi/linux/smc.h)
+SMC_NETLINK_GET_LGR_SMCR, SMC_NETLINK_GET_LINK_SMCR, SMC_NETLINK_GET_STATS = 2, 3, 7
+SMC_GEN_LGR_SMCR, SMC_GEN_LINK_SMCR, SMC_GEN_STATS = 2, 3, 7
+LGR_ID, LGR_ROLE, LGR_TYPE, LGR_CONNS_NUM, LGR_V2_COMMON, LGR_V2 = 1, 2, 3, 6, 7, 8
+V2_VER, V2_REL, V2_OS, V2_NEG_EID, V2_PEER_HOST = 0, 1, 2, 3, 4
+LINK_ID, LINK_IB_DEV, LINK_GID, LINK_PEER_GID, LINK_CONN_CNT, LINK_UID, LINK_PEER_UID, LINK_STATE = 1, 2, 4, 5, 6, 8, 9, 10
+STATS_SMCR_TECH = 2
+STATS_T = {7: "clnt_v1_succ", 8: "clnt_v2_succ", 9: "srv_v1_succ", 10: "srv_v2_succ", 16: "rx_bytes", 17: "tx_bytes",
+           18: "rx_cnt", 19: "tx_cnt"}
 
 
 class NlError(Exception):
@@ -151,6 +165,41 @@ def main(argv):
                     code = struct.unpack("=I", a.get(SMC_NLA_FBACK_STATS_RSN_CODE, b"\0" * 4)[:4])[0]
                     cnt = struct.unpack("=H", a.get(SMC_NLA_FBACK_STATS_RSN_CNT, b"\0" * 2)[:2])[0]
                     print(f"smc_pnet: fallback {kind} 0x{code:08x} x{cnt}")
+        elif cmd == "lgr-dump":
+            fam = g.family_id("SMC_GEN_NETLINK")
+            u8 = lambda a, k: a[k][0] if k in a else -1
+            u32 = lambda a, k: struct.unpack("=I", a[k][:4])[0] if k in a else -1
+            text = lambda a, k: a.get(k, b"").split(b"\0")[0].decode(errors="replace").strip()
+            seen = set()
+            # GET_LINK_SMCR dumps each group followed by its links
+            for msg in g.request(fam, SMC_NETLINK_GET_LINK_SMCR, dump=True):
+                for typ, nest in attrs_parse(msg):
+                    a = dict(attrs_parse(nest))
+                    if typ == SMC_GEN_LGR_SMCR:
+                        lgr = u32(a, LGR_ID)
+                        if lgr in seen:
+                            continue
+                        seen.add(lgr)
+                        v2 = dict(attrs_parse(a.get(LGR_V2_COMMON, b"")))
+                        role = {0: "client", 1: "server"}.get(u8(a, LGR_ROLE), "?")
+                        print(f"smc_pnet: lgr id=0x{lgr:08x} role={role} conns={u32(a, LGR_CONNS_NUM)} "
+                              f"v2_ver={u8(v2, V2_VER)} v2_rel={u8(v2, V2_REL)} v2_os={u8(v2, V2_OS)} "
+                              f"neg_eid={text(v2, V2_NEG_EID) or '-'} peer_host={text(v2, V2_PEER_HOST) or '-'}")
+                    elif typ == SMC_GEN_LINK_SMCR:
+                        # link uids travel as 4 raw bytes read as a host-order u32: print the bytes
+                        raw = lambda k: struct.pack("=I", u32(a, k) & 0xFFFFFFFF).hex() if k in a else "-"
+                        print(f"smc_pnet: link id={u8(a, LINK_ID)} ibdev={text(a, LINK_IB_DEV)} "
+                              f"gid={text(a, LINK_GID)} peer_gid={text(a, LINK_PEER_GID)} conns={u32(a, LINK_CONN_CNT)} "
+                              f"uid={raw(LINK_UID)} peer_uid={raw(LINK_PEER_UID)} state={u32(a, LINK_STATE)}")
+        elif cmd == "stats":
+            for msg in g.request(g.family_id("SMC_GEN_NETLINK"), SMC_NETLINK_GET_STATS, dump=True):
+                for typ, nest in attrs_parse(msg):
+                    if typ != SMC_GEN_STATS:
+                        continue
+                    tech = dict(attrs_parse(dict(attrs_parse(nest)).get(STATS_SMCR_TECH, b"")))
+                    vals = " ".join(f"{name}={struct.unpack('=Q', tech[k][:8])[0] if len(tech.get(k, b'')) >= 8 else 0}"
+                                    for k, name in STATS_T.items())
+                    print(f"smc_pnet: stats smcr {vals}")
         else:
             print(__doc__, file=sys.stderr)
             return 2
