@@ -760,6 +760,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       if (l.test_link_deadline_ms != 0) {
         l.test_link_mismatch = t->user_data != l.test_link_data;
         l.test_link_deadline_ms = 0;
+        if (!l.test_link_mismatch) counters().test_links_answered.fetch_add(1, std::memory_order_relaxed);
       }
       return;
     }
@@ -908,6 +909,8 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     reject.reason_code = llc::AddLink::kReasonNoAlternatePath;
     reject.v2_ext.reset();  // a version-2 reject is the 44-byte request echoed
     post_llc(slot, wire(reject));
+    counters().add_link_rejected.fetch_add(1, std::memory_order_relaxed);
+    SMCR_LOG(1, "link %u: ADD LINK (link %u) rejected: the group keeps one link", l.num, a->link_num);
     return;
   }
   SMCR_LOG(2, "link: LLC type %02x ignored", msg[0]);

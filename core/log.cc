@@ -189,6 +189,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("add_link_rejected", c.add_link_rejected);
   f("llc_sent", c.llc_sent);
   f("llc_received", c.llc_received);
+  f("test_links_answered", c.test_links_answered);
   f("lgr_created", c.lgr_created);
   f("lgr_reused", c.lgr_reused);
   f("rmb_pooled", c.rmb_pooled);

@@ -56,6 +56,7 @@ struct Counters {
   std::atomic<uint64_t> add_link_rejected{0};    // ADD LINK refused or failed
   std::atomic<uint64_t> llc_sent{0};
   std::atomic<uint64_t> llc_received{0};
+  std::atomic<uint64_t> test_links_answered{0};  // our TEST LINKs the peer echoed (keepalive)
   std::atomic<uint64_t> lgr_created{0};    // first contacts: new link groups
   std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
   std::atomic<uint64_t> rmb_pooled{0};     // RMBs kept by their group after an orderly close

@@ -94,7 +94,10 @@ std::optional<clc::SmcrV2Offer> client_offer(const clc::Gid& roce_gid) {
   o.release = clc::kV2Release;
   o.roce_gid = roce_gid;
   o.max_conns = kMaxConns;
-  o.max_links = kMaxLinks;
+  // SMCR_TEST_V2_MAX_LINKS=2 (tests only): offer a second link, so that a
+  // Linux server runs ADD LINK and the group's reject is exercised.
+  static const uint8_t offered_links = static_cast<uint8_t>(env_long("SMCR_TEST_V2_MAX_LINKS", kMaxLinks, 1, 2));
+  o.max_links = offered_links;
   o.feature_mask = 0;  // the one feature bit (emulated ISM) is SMC-D's
   o.ueids = ueids;
   return o;

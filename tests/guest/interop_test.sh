@@ -7,7 +7,10 @@
 #   case 1: kernel AF_SMC server (A, af_smc_echo) <- our client under smc_run (B, echo_tool)
 #   case 2: our server under smc_run (A, echo_tool) <- kernel AF_SMC client (B, af_smc_echo)
 #   case 3: the kernel client half-closes (Linux then also sends a TCP FIN) and
-#           our server (python under smc_run) answers 2 s later
+#           our server (python under smc_run) answers 2 s later, its keepalive
+#           TEST LINKs answered by the kernel meanwhile
+#   case 4: our client offers max_links 2 (a test knob): the kernel server's
+#           ADD LINK v2 is rejected, the connection goes on over one link
 # Each case makes two connections, the second a subsequent contact in the
 # same link group: 1 MiB, then 64 MiB (1 MiB without a UEID), each echoed and
 # verified (sha256 / a deterministic pattern). Both ends must agree on the
@@ -85,14 +88,15 @@ guest() {
     local kp kkp op rp
     AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_K" 2 >"$W/k.out" 2>"$W/k.err" &
     kp=$!
-    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_KK" 2 >"$W/kk.out" 2>"$W/kk.err" &
+    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_KK" 3 >"$W/kk.out" 2>"$W/kk.err" &
     kkp=$!
     SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats" "$echo" server \
       --host "$self" --port "$PORT_O" --max-conns 2 >"$W/o.out" 2>"$W/o.err" &
     op=$!
     # case 3: a server under smc_run that answers a half-closed request 2 s
     # later (Linux's shutdown(SHUT_WR) also sends a TCP FIN: not the end)
-    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats3" python3 -c "
+    # (its keepalive at 300 ms: the kernel must answer our TEST LINKs meanwhile)
+    SMCR_KEEPALIVE_MS=300 SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats3" python3 -c "
 import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('$self', $PORT_SLOW)); s.listen(1)
@@ -125,7 +129,9 @@ while True: s.accept()[0].close()" &
     wait "$sp"; local src=$?
     kill "$rp" 2>/dev/null; wait "$rp" 2>/dev/null
     say "case0 kernel_server rc=$kkrc"
-    grep '^af_smc_echo: server ok' "$W/kk.out" | sed 's/^/RESULT case0 kernel_server_conn /'
+    # its first two connections are case 0's, the third case 4's
+    grep '^af_smc_echo: server ok' "$W/kk.out" | head -2 | sed 's/^/RESULT case0 kernel_server_conn /'
+    grep '^af_smc_echo: server ok' "$W/kk.out" | sed -n 3p | sed 's/^/RESULT case4 kernel_server_conn /'
     grep '^af_smc_echo: dump' "$W/kk.out" | sed 's/^af_smc_echo: /RESULT case0 kernel_server_/'
     say "case1 kernel_server rc=$krc"
     grep '^af_smc_echo: server ok' "$W/k.out" | sed 's/^/RESULT case1 kernel_server_conn /'
@@ -173,6 +179,13 @@ while True: s.accept()[0].close()" &
       grep '^af_smc_echo: dump' "$W/c2.out" | sed 's/^af_smc_echo: /RESULT case2 kernel_client_/'
       sed 's/^/RESULT case2 kernel_client_stderr /' "$W/c2.err"
     done
+    # case 4: our client offers a second link (tests only): the kernel server
+    # runs ADD LINK (on the same device), which our group rejects
+    SMCR_TEST_V2_MAX_LINKS=2 SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 60 "$smcrun" --stats "$W/stats4" \
+      "$echo" client --host "$peer" --port "$PORT_KK" --bytes "$BYTES" >"$W/c4.out" 2>"$W/c4.err"
+    say "case4 our_client rc=$? $(tr '\n' ' ' < "$W/c4.out") $(cat "$W"/stats4/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
+    grep -E 'ADD LINK' "$W/c4.err" | sed 's/^/RESULT case4 our_log /'
+
     # case 3: kernel AF_SMC client half-closes; our server answers 2 s later
     AF_SMC_ECHO_HOOK= AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_SLOW" "$BYTES" >"$W/c3.out" 2>"$W/c3.err"
     say "case3 kernel_client rc=$? $(grep '^af_smc_echo: client ok' "$W/c3.out" | head -1)"
@@ -325,7 +338,17 @@ run_mode() {  # run_mode NAME UEID
   if [ "$(kv smc_passive "$s3")" = 1 ]; then want=SMCR; elif [ "$(kv fallback_total "$s3")" = 1 ]; then want=TCP_FALLBACK; fi
   check "[$name] case 3: kernel client half-closes, our server answers 2 s later: echo intact, both ends $want (kernel $(kv mode "$c3"))" \
     [ "$(kv rc "$c3")" = 0 -a "$(kv ok "$c3")" = 1 -a "$(kv rc "$s3")" = 0 -a "$want" = "$(kv mode "$c3")" ]
-  [ -n "$ueid" ] && check "[$name] case 3 was SMC-R" [ "$want" = SMCR ]
+  local c4 k4
+  c4=$(get case4 our_client "$L"); k4=$(get case4 kernel_server_conn "$L")
+  check "[$name] case 4 (our client offers max_links 2): echo intact, the kernel agrees ($(kv mode "$k4"))" \
+    [ "$(kv rc "$c4")" = 0 -a "$(kv ok "$c4")" = 1 -a "$(kv ok "$k4")" = 1 ]
+  if [ -n "$ueid" ]; then
+    check "[$name] case 4: SMC-R, and the kernel's ADD LINK v2 was rejected (add_link_rejected=$(kv add_link_rejected "$c4"))" \
+      [ "$(kv mode "$k4")" = SMCR -a "$(kv smc_active "$c4")" = 1 -a "$(kv add_link_rejected "$c4")" = 1 ]
+    check "[$name] case 3 was SMC-R" [ "$want" = SMCR ]
+    check "[$name] case 3: the kernel answered our TEST LINKs while the connection idled ($(kv test_links_answered "$s3"))" \
+      [ "$(kv test_links_answered "$s3")" -ge 2 ]
+  fi
   if grep -q 'RESULT wire .*SYN' "$L"; then
     # CI once saw a reset from the kernel server in a run where both echoes
     # were intact and both ends had read EOF. A reset after both FINs reaches
