@@ -11,6 +11,7 @@
 #           TEST LINKs answered by the kernel meanwhile
 #   case 4: our client offers max_links 2 (a test knob): the kernel server's
 #           ADD LINK v2 is rejected, the connection goes on over one link
+#   case 5: redis-server under smc_run (A) <- a redis client on an AF_SMC socket (B)
 # Each case makes two connections, the second a subsequent contact in the
 # same link group: 1 MiB, then 64 MiB (1 MiB without a UEID), each echoed and
 # verified (sha256 / a deterministic pattern). Both ends must agree on the
@@ -36,7 +37,7 @@
 # Exit: 0 all checks passed, 1 a check failed, 77 the guests cannot run here.
 set -u
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
-PORT_K=5001 PORT_O=5002 PORT_KK=5003 PORT_SLOW=5004 PORT_READY=5000
+PORT_K=5001 PORT_O=5002 PORT_KK=5003 PORT_SLOW=5004 PORT_REDIS=5005 PORT_READY=5000
 BYTES=1048576
 # The second connection of each case (a subsequent contact): 64 MiB with a
 # UEID (SMC-R), 1 MiB where everything falls back.
@@ -111,6 +112,13 @@ c.sendall(data)
 c.close()
 print('slow_server received=%d' % len(data))" >"$W/s3.out" 2>"$W/s3.err" &
     local sp=$!
+    # case 5: redis-server under smc_run, its client the kernel's (af_smc_redis.py)
+    local rdp=""
+    if command -v redis-server >/dev/null; then
+      SMCR_SHORT_FLOWS=0 SMCR_UEID=${SMCR_INTEROP_UEID:-} timeout -k 5 155 "$smcrun" --stats "$W/stats5" redis-server \
+        --bind "$self" --port "$PORT_REDIS" --save "" --appendonly no --protected-mode no >"$W/r5.out" 2>&1 &
+      rdp=$!
+    fi
     for _ in $(seq 100); do
       [ -n "$(ss -Hltn "sport = :$PORT_K")" ] && [ -n "$(ss -Hltn "sport = :$PORT_O")" ] &&
         [ -n "$(ss -Hltn "sport = :$PORT_KK")" ] && break
@@ -127,6 +135,12 @@ while True: s.accept()[0].close()" &
     wait "$kp"; local krc=$?
     wait "$op"; local orc=$?
     wait "$sp"; local src=$?
+    if [ -n "$rdp" ]; then
+      wait "$rdp"
+      say "case5 redis_server rc=$? $(cat "$W"/stats5/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
+    else
+      say "case5 redis_server absent"
+    fi
     kill "$rp" 2>/dev/null; wait "$rp" 2>/dev/null
     say "case0 kernel_server rc=$kkrc"
     # its first two connections are case 0's, the third case 4's
@@ -185,6 +199,17 @@ while True: s.accept()[0].close()" &
       "$echo" client --host "$peer" --port "$PORT_KK" --bytes "$BYTES" >"$W/c4.out" 2>"$W/c4.err"
     say "case4 our_client rc=$? $(tr '\n' ' ' < "$W/c4.out") $(cat "$W"/stats4/smcr-*.txt 2>/dev/null | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
     grep -E 'ADD LINK' "$W/c4.err" | sed 's/^/RESULT case4 our_log /'
+
+    # case 5: a kernel AF_SMC redis client -> redis-server under smc_run
+    if timeout 1 bash -c ": >/dev/tcp/$peer/$PORT_REDIS" 2>/dev/null; then
+      timeout -k 5 60 python3 "$src/tests/guest/af_smc_redis.py" "$peer" "$PORT_REDIS" \
+        "python3 $pnet lgr-dump | sed 's/^smc_pnet: /dump /'" >"$W/c5.out" 2>"$W/c5.err"
+      say "case5 redis_client rc=$? $(grep '^af_smc_redis:' "$W/c5.out")"
+      grep '^dump ' "$W/c5.out" | sed 's/^/RESULT case5 redis_client_/'
+      sed 's/^/RESULT case5 redis_client_stderr /' "$W/c5.err" | head -10
+    else
+      say "case5 redis_client absent"
+    fi
 
     # case 3: kernel AF_SMC client half-closes; our server answers 2 s later
     AF_SMC_ECHO_HOOK= AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_SLOW" "$BYTES" >"$W/c3.out" 2>"$W/c3.err"
@@ -338,6 +363,20 @@ run_mode() {  # run_mode NAME UEID
   if [ "$(kv smc_passive "$s3")" = 1 ]; then want=SMCR; elif [ "$(kv fallback_total "$s3")" = 1 ]; then want=TCP_FALLBACK; fi
   check "[$name] case 3: kernel client half-closes, our server answers 2 s later: echo intact, both ends $want (kernel $(kv mode "$c3"))" \
     [ "$(kv rc "$c3")" = 0 -a "$(kv ok "$c3")" = 1 -a "$(kv rc "$s3")" = 0 -a "$want" = "$(kv mode "$c3")" ]
+  local r5 c5 hostA
+  r5=$(get case5 redis_server "$L"); c5=$(get case5 redis_client "$L")
+  hostA=$(sed -n 's/^\[A\] RESULT host name=//p' "$L")
+  if [ "$r5" = absent ]; then
+    log "[$name] case 5 not run: redis-server is not installed"
+  else
+    check "[$name] case 5: redis-server under smc_run served a kernel AF_SMC client (1 MiB SET/GET, 500 INCRs, 100 SET/GETs; $(kv checks "$c5"))" \
+      [ "$(kv rc "$c5")" = 0 -a "$(kv ok "$c5")" = 1 -a "$(kv rc "$r5")" = 0 ]
+    if [ -n "$ueid" ]; then
+      check "[$name] case 5: redis' connection was SMC-R (smc_passive=$(kv smc_passive "$r5")), the kernel's link group names redis' host ($hostA)" \
+        bash -c '[ "$0" = 1 ] && grep -q "RESULT case5 redis_client_dump lgr .*role=client conns=1 v2_ver=2 .*peer_host=$1" "$2"' \
+        "$(kv smc_passive "$r5")" "$hostA" "$L"
+    fi
+  fi
   local c4 k4
   c4=$(get case4 our_client "$L"); k4=$(get case4 kernel_server_conn "$L")
   check "[$name] case 4 (our client offers max_links 2): echo intact, the kernel agrees ($(kv mode "$k4"))" \
