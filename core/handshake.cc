@@ -491,6 +491,22 @@ bool local_address(int fd, sockaddr_storage* ss) {
   return sys::getsockname(fd, reinterpret_cast<sockaddr*>(ss), &len) == 0;
 }
 
+// SMC-Rv2's v2_direct: whether the client's GID (its IPv4 part) is in the
+// subnet of the interface that carries the TCP connection, so that no
+// gateway sits between the GIDs (a Linux client then sends to our CLC MAC;
+// otherwise it resolves the route). Unknown subnets count as direct, as
+// before a route is known.
+bool same_ipv4_subnet(int fd, const clc::Gid& peer_gid) {
+  sockaddr_storage local{};
+  if (!local_address(fd, &local)) return true;
+  clc::Proposal mine;
+  fill_ip_area(local, &mine);
+  if (mine.ipv4_prefix_len == 0 || mine.ipv4_prefix_len > 32) return true;
+  uint32_t peer = uint32_t{peer_gid[12]} << 24 | uint32_t{peer_gid[13]} << 16 | uint32_t{peer_gid[14]} << 8 | peer_gid[15];
+  uint32_t mask = mine.ipv4_prefix_len == 32 ? ~0u : ~(~0u >> mine.ipv4_prefix_len);
+  return (peer & mask) == (mine.ipv4_subnet & mask);
+}
+
 #ifdef SMCR_HAVE_VERBS
 enum class FabricPreference { kAuto, kShm, kVerbs };
 
@@ -1700,7 +1716,10 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
   clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
   acc.ece = fs.ece;
-  if (v2_terms) acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, v2::accept_extension(*v2_terms), {}};
+  if (v2_terms) {
+    acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, v2::accept_extension(*v2_terms), {}};
+    acc.v2->first_contact->v2_direct = same_ipv4_subnet(fd, prop->v2->roce_gid);
+  }
   if (!send_all(fd, clc::encode(acc), deadline)) return send_failed();
 
   r = recv_clc(fd, deadline, &msg, &h);
