@@ -107,6 +107,10 @@ std::array<uint8_t, llc::kMessageLen> LinkGroup::wire_for(uint8_t version, const
 }
 
 void LinkGroup::post_llc(int slot, const std::array<uint8_t, 44>& msg) {
+  // A Linux peer's LLC flows wait for our answers (its close() among them):
+  // each message on such a group is worth a line at the default debug level.
+  if (llc_version_ == llc::v2::kVersion)
+    SMCR_LOG(1, "link %u: LLC out %02x flags %02x", link_num_at(slot), msg[0], msg[3]);
   if (link_at(slot)->post_message(msg)) counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -727,6 +731,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
   GroupLink& l = links_[static_cast<size_t>(slot)];
   llc::DecodeError err;
   const bool v2 = llc_version_ == llc::v2::kVersion;
+  if (v2) SMCR_LOG(1, "link %u: LLC in %02x flags %02x (%zu bytes)", l.num, msg[0], msg.size() > 3 ? msg[3] : 0, msg.size());
   if (v2 && msg[0] == ((llc::v2::kVersion << 4) | llc::v2::kReqAddLinkType)) {
     // A Linux client with another RNIC asks for a second link. We add none
     // to a version-2 group (we negotiate max_links 1): the bare reply ends
@@ -941,8 +946,13 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
   for (LinkGroup* g : registry()) {
     if (!ours(g)) continue;
     {
+      // Only a group the peer has finished with: a DELETE LINK that crosses
+      // the peer's own close (its DELETE RKEY flow) is left out; the peer
+      // then finds our link gone on its own.
       std::lock_guard<std::mutex> glock(g->mu_);
-      if (!g->conns_.empty()) continue;
+      if (!g->conns_.empty() ||
+          std::any_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return !r.deleted; }))
+        continue;
     }
     llc::DeleteLink d;
     d.all_links = true;

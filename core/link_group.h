@@ -101,9 +101,10 @@ class LinkGroup {
   // vanished QP times out). So each SMC-Rv2 group of this process waits,
   // up to `timeout_ms` in all, for its connections to finish closing and
   // for the peer to delete its RMBs (the engine thread answers), and a
-  // group left without connections is ended with DELETE LINK (all links,
-  // orderly), as a peer going away ends it. RFC 7609 groups are left to
-  // the peer's link-failure handling, as before.
+  // group the peer has finished with (no connection, every peer RMB
+  // deleted) is ended with DELETE LINK (all links, orderly), as a peer going
+  // away ends it. RFC 7609 groups are left to the peer's link-failure
+  // handling, as before.
   static void farewell_at_exit(int timeout_ms);
   // Every live group, its links and connections, as "key=value" lines.
   static std::string describe_all();

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -359,7 +360,31 @@ static int client(const char *ip, const char *port, uint64_t bytes) {
   printf("af_smc_echo: client connect_secs=%.2f\n", t1 - t0);
   report(fd, ok, sent, received, mismatch, now() - t0);
   double t2 = now();
+  // A close() that takes long waits inside net/smc: a watchdog child shows
+  // where (the kernel stack of this process after 3 s).
+  pid_t parent = getpid(), dog = fork();
+  if (dog == 0) {
+    sleep(3);
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/stack", (int)parent);
+    FILE *f = fopen(path, "r");
+    if (f) {
+      printf("af_smc_echo: close still waiting after 3 s, kernel stack:");
+      while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        printf(" %s |", line);
+      }
+      printf("\n");
+      fclose(f);
+    }
+    fflush(stdout);
+    _exit(0);
+  }
   close(fd);
+  if (dog > 0) {
+    kill(dog, SIGKILL);
+    waitpid(dog, NULL, 0);
+  }
   // AF_SMC's close waits for the peer's side of the SMC close (and for the
   // link group's LLC flows): a peer that leaves it hanging shows here.
   printf("af_smc_echo: client close_secs=%.2f\n", now() - t2);

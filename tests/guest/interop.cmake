@@ -14,4 +14,4 @@ set_tests_properties(guest.linux_interop PROPERTIES
   SKIP_RETURN_CODE 77
   LABELS guest
   RUN_SERIAL TRUE
-  TIMEOUT 600)
+  TIMEOUT 1800)

@@ -40,8 +40,10 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 PORT_K=5001 PORT_O=5002 PORT_KK=5003 PORT_SLOW=5004 PORT_REDIS=5005 PORT_READY=5000
 BYTES=1048576
 # The second connection of each case (a subsequent contact): 64 MiB with a
-# UEID (SMC-R), 1 MiB where everything falls back.
-BIG_BYTES=$([ -n "${SMCR_INTEROP_UEID:-}" ] && echo 67108864 || echo 1048576)
+# UEID (SMC-R; SMCR_INTEROP_BIG_MB=N for another size, e.g. 1024 for a long
+# soak: rxe under TCG moves some 5 MB/s here), 1 MiB where everything falls back.
+BIG_MB=${SMCR_INTEROP_BIG_MB:-64}
+BIG_BYTES=$([ -n "${SMCR_INTEROP_UEID:-}" ] && echo $((BIG_MB << 20)) || echo 1048576)
 
 # ============================== in the guest ===================================
 guest() {
@@ -50,6 +52,8 @@ guest() {
   local ctl=$bld/bpf/smcr_ctl smcrun=$src/scripts/smc_run pnet=$src/tests/guest/smc_pnet.py
   local self=${SMCR_SELF_IP:?} peer=${SMCR_PEER_IP:?}
   local W=/tmp/interop
+  # seconds: a 64 MiB echo takes some 15 s under TCG
+  local SHORT=$((40 + BIG_MB)) LONG=$((120 + 2 * BIG_MB))
   mkdir -p "$W/stats"
   say() { echo "RESULT $*"; }
   export SMCR_PRELOAD_LIB=$bld/preload/libsmcr_preload.so
@@ -59,7 +63,7 @@ guest() {
   # A hostname unique to this run, set before the smc module reads it: the
   # peer kernel must report it as the hostname our first-contact CLC carried.
   hostname "h$role$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
-  say "host name=$(hostname)"
+  say "host name=$(hostname) kernel=$(uname -r)"
 
   # kernel SMC: module, pnet table (eth0 <-> rxe0 port 1), optional UEID (SMC-Rv2)
   modprobe smc && modprobe smc_diag || { echo "interop: SKIP: no smc module in the guest kernel"; exit 77; }
@@ -78,6 +82,21 @@ guest() {
   local ports="sport = :$PORT_K or sport = :$PORT_O or sport = :$PORT_KK or dport = :$PORT_K or dport = :$PORT_O or dport = :$PORT_KK"
   export AF_SMC_ECHO_HOOK="python3 $pnet lgr-dump | sed 's/^smc_pnet: /af_smc_echo: dump /'; ss -Htin state connected '( $ports )' | sed 's/^/af_smc_echo: dump ss /'"
 
+  # A kernel client, watched: one still running after `secs` is shown with
+  # its kernel stack and the kernel's log (a wait inside net/smc), then killed.
+  watched() {  # watched SECS OUT ERR cmd...
+    local secs=$1 out=$2 err=$3; shift 3
+    "$@" >"$out" 2>"$err" &
+    local p=$! i
+    for ((i = 0; i < secs * 10; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then
+      say "hung pid=$p cmd=$* state=$(awk '/^State/{print $2}' /proc/$p/status 2>/dev/null)"
+      for t in $(pgrep -f af_smc_echo); do say "hung stack $t: $(tr '\n' ' ' </proc/$t/stack 2>/dev/null)"; done
+      dmesg | tail -15 | sed 's/^/RESULT hung dmesg /'
+      kill -9 "$p" 2>/dev/null
+    fi
+    wait "$p"
+  }
   local tdpid=""
   if [ "$role" = client ] && command -v tcpdump >/dev/null; then
     tcpdump -i eth0 -U -s 256 -w "$W/cap.pcap" "tcp port $PORT_K or tcp port $PORT_O or tcp port $PORT_KK" 2>"$W/tcpdump.err" &
@@ -87,17 +106,17 @@ guest() {
 
   if [ "$role" = server ]; then
     local kp kkp op rp
-    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_K" 2 >"$W/k.out" 2>"$W/k.err" &
+    AF_SMC_ECHO_TIMEOUT=$LONG timeout -k 5 $((LONG + 5)) "$afe" server "$self" "$PORT_K" 2 >"$W/k.out" 2>"$W/k.err" &
     kp=$!
-    AF_SMC_ECHO_TIMEOUT=150 timeout -k 5 155 "$afe" server "$self" "$PORT_KK" 3 >"$W/kk.out" 2>"$W/kk.err" &
+    AF_SMC_ECHO_TIMEOUT=$LONG timeout -k 5 $((LONG + 5)) "$afe" server "$self" "$PORT_KK" 3 >"$W/kk.out" 2>"$W/kk.err" &
     kkp=$!
-    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats" "$echo" server \
+    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 $((LONG + 5)) "$smcrun" --stats "$W/stats" "$echo" server \
       --host "$self" --port "$PORT_O" --max-conns 2 >"$W/o.out" 2>"$W/o.err" &
     op=$!
     # case 3: a server under smc_run that answers a half-closed request 2 s
     # later (Linux's shutdown(SHUT_WR) also sends a TCP FIN: not the end)
     # (its keepalive at 300 ms: the kernel must answer our TEST LINKs meanwhile)
-    SMCR_KEEPALIVE_MS=300 SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 155 "$smcrun" --stats "$W/stats3" python3 -c "
+    SMCR_KEEPALIVE_MS=300 SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 $((LONG + 5)) "$smcrun" --stats "$W/stats3" python3 -c "
 import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('$self', $PORT_SLOW)); s.listen(1)
@@ -115,7 +134,7 @@ print('slow_server received=%d' % len(data))" >"$W/s3.out" 2>"$W/s3.err" &
     # case 5: redis-server under smc_run, its client the kernel's (af_smc_redis.py)
     local rdp=""
     if command -v redis-server >/dev/null; then
-      SMCR_SHORT_FLOWS=0 SMCR_UEID=${SMCR_INTEROP_UEID:-} timeout -k 5 155 "$smcrun" --stats "$W/stats5" redis-server \
+      SMCR_SHORT_FLOWS=0 SMCR_UEID=${SMCR_INTEROP_UEID:-} timeout -k 5 $((LONG + 5)) "$smcrun" --stats "$W/stats5" redis-server \
         --bind "$self" --port "$PORT_REDIS" --save "" --appendonly no --protected-mode no >"$W/r5.out" 2>&1 &
       rdp=$!
     fi
@@ -167,14 +186,14 @@ while True: s.accept()[0].close()" &
 
     # case 0 (the control): kernel AF_SMC client -> kernel AF_SMC server
     for b in $BYTES $BIG_BYTES; do
-      AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_KK" "$b" >"$W/c0.out" 2>"$W/c0.err"
+      watched "$SHORT" "$W/c0.out" "$W/c0.err" env AF_SMC_ECHO_TIMEOUT=$SHORT "$afe" client "$peer" "$PORT_KK" "$b"
       say "case0 kernel_client rc=$? $(grep '^af_smc_echo: client ok' "$W/c0.out" | head -1)"
       grep '^af_smc_echo: dump' "$W/c0.out" | sed 's/^af_smc_echo: /RESULT case0 kernel_client_/'
     done
 
     # case 1: our client -> kernel AF_SMC server (a first contact, then a subsequent one)
     t0=$(date +%s%N)
-    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 90 "$smcrun" --stats "$W/stats" "$echo" client \
+    SMCR_UEID=${SMCR_INTEROP_UEID:-} SMCR_DEBUG=1 timeout -k 5 $((SHORT + 30)) "$smcrun" --stats "$W/stats" "$echo" client \
       --host "$peer" --port "$PORT_K" --bytes "$BYTES" --then-conns 1 --then-bytes "$BIG_BYTES" >"$W/c1.out" 2>"$W/c1.err"
     rc=$?
     t1=$(date +%s%N)
@@ -186,11 +205,12 @@ while True: s.accept()[0].close()" &
     # case 2: kernel AF_SMC client -> our server (the kernel reuses its link group for the second)
     for b in $BYTES $BIG_BYTES; do
       t0=$(date +%s%N)
-      AF_SMC_ECHO_TIMEOUT=60 timeout -k 5 65 "$afe" client "$peer" "$PORT_O" "$b" >"$W/c2.out" 2>"$W/c2.err"
+      watched "$SHORT" "$W/c2.out" "$W/c2.err" env AF_SMC_ECHO_TIMEOUT=$SHORT "$afe" client "$peer" "$PORT_O" "$b"
       rc=$?
       t1=$(date +%s%N)
       say "case2 kernel_client rc=$rc ms=$(((t1 - t0) / 1000000)) $(grep '^af_smc_echo: client ok' "$W/c2.out" | head -1) $(grep -o 'close_secs=[0-9.]*' "$W/c2.out")"
       grep '^af_smc_echo: dump' "$W/c2.out" | sed 's/^af_smc_echo: /RESULT case2 kernel_client_/'
+      grep '^af_smc_echo: close still' "$W/c2.out" | sed 's/^/RESULT case2 kernel_client_slow_close /'
       sed 's/^/RESULT case2 kernel_client_stderr /' "$W/c2.err"
     done
     # case 4: our client offers a second link (tests only): the kernel server
@@ -319,9 +339,9 @@ kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 
 run_mode() {  # run_mode NAME UEID
   local name=$1 ueid=$2 L=$TEST_TMP/$1.log t0 t1 rc big
-  big=$([ -n "$ueid" ] && echo 67108864 || echo "$BYTES")
+  big=$([ -n "$ueid" ] && echo $((BIG_MB << 20)) || echo "$BYTES")
   t0=$(date +%s)
-  SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout 170 -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
+  SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout $((170 + 3 * big / 1048576)) -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
   rc=$?
   t1=$(date +%s)
   log "[$name] guest pair exited $rc after $((t1 - t0)) s${ueid:+ (UEID $ueid on both guests)}"
@@ -333,6 +353,7 @@ run_mode() {  # run_mode NAME UEID
   if [ "$rc" != 0 ]; then
     log "[$name] guest output (tail):"; tail -n 60 "$L" | sed 's/^/  /'
   fi
+  check "[$name] no kernel client hung (a wait inside net/smc)" bash -c '! grep -q "RESULT hung pid" "$0"' "$L"
   local c1 s1 l1 os s2 l2 want c2s c0s
   c1=$(get case1 our_client "$L"); s1=$(get case1 our_stats "$L"); l1=$(get case1 our_log "$L")
   os=$(get case2 our_server "$L"); s2=$(get case2 our_stats "$L"); l2=$(get case2 our_log "$L")
@@ -365,7 +386,7 @@ run_mode() {  # run_mode NAME UEID
     [ "$(kv rc "$c3")" = 0 -a "$(kv ok "$c3")" = 1 -a "$(kv rc "$s3")" = 0 -a "$want" = "$(kv mode "$c3")" ]
   local r5 c5 hostA
   r5=$(get case5 redis_server "$L"); c5=$(get case5 redis_client "$L")
-  hostA=$(sed -n 's/^\[A\] RESULT host name=//p' "$L")
+  hostA=$(sed -n 's/^\[A\] RESULT host name=\([^ ]*\).*/\1/p' "$L")
   if [ "$r5" = absent ]; then
     log "[$name] case 5 not run: redis-server is not installed"
   else
