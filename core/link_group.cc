@@ -95,15 +95,21 @@ int LinkGroup::links_up() const {
   return n;
 }
 
-std::array<uint8_t, llc::kMessageLen> LinkGroup::wire_for(uint8_t version, const llc::Message& m) {
-  if (version != llc::v2::kVersion) return llc::encode(m);
-  std::vector<uint8_t> v2 = llc::v2::encode(m);
+namespace {
+// A version-2 encoding as the 44 bytes a link posts. Every type we send is 44
+// bytes in version 2 too (an ADD LINK with RTokens is the exception, and we
+// send none); the continuations have no version-2 form and are never sent on
+// such a group.
+std::array<uint8_t, llc::kMessageLen> as_message(const std::vector<uint8_t>& v2) {
   std::array<uint8_t, llc::kMessageLen> out{};
-  // Every type we send is 44 bytes in version 2 too (an ADD LINK with
-  // RTokens is the exception, and we send none); the continuations have no
-  // version-2 form and are never sent on such a group.
   if (v2.size() == out.size()) std::copy(v2.begin(), v2.end(), out.begin());
   return out;
+}
+}  // namespace
+
+std::array<uint8_t, llc::kMessageLen> LinkGroup::wire_for(uint8_t version, const llc::Message& m) {
+  if (version != llc::v2::kVersion) return llc::encode(m);
+  return as_message(llc::v2::encode(m));
 }
 
 void LinkGroup::post_llc(int slot, const std::array<uint8_t, 44>& msg) {
@@ -740,10 +746,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     if (req && !req->reply) {
       llc::v2::ReqAddLink reply;
       reply.reply = true;
-      std::vector<uint8_t> b = llc::v2::encode(reply);
-      std::array<uint8_t, llc::kMessageLen> a{};
-      std::copy_n(b.begin(), a.size(), a.begin());
-      post_llc(slot, a);
+      post_llc(slot, as_message(llc::v2::encode(reply)));
     }
     return;
   }
@@ -834,17 +837,17 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      bool duplicate = std::any_of(peer_rmbs_.begin(), peer_rmbs_.end(), [&](const PeerRmb& p) {
+      auto announced = [&](const PeerRmb& p) {
         return p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
                p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr;
-      });
+      };
+      bool duplicate = std::any_of(peer_rmbs_.begin(), peer_rmbs_.end(), announced);
       if (duplicate && v2) {
         // Linux reuses an RMB with its RToken unchanged, announcing it again
         // after its DELETE RKEY (which our connection on it may not have
         // seen through yet), and takes a repeated announcement as a success.
         for (PeerRmb& p : peer_rmbs_)
-          if (p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
-              p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr && p.deleted) {
+          if (announced(p) && p.deleted) {
             p.deleted = false;
             p.claimed = false;
           }
@@ -926,17 +929,19 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
     return g->llc_version_ == llc::v2::kVersion && !g->shm() && g->owner_generation_ == process_generation() &&
            !g->failed_.load() && !g->retired_;
   };
+  // No connection left, and the peer has deleted every RMB it announced.
+  auto finished = [](LinkGroup* g) {
+    std::lock_guard<std::mutex> glock(g->mu_);
+    return g->conns_.empty() &&
+           std::all_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return r.deleted; });
+  };
   const int64_t deadline = sys::now_ms() + timeout_ms;
   for (;;) {
     bool busy = false;
     {
       std::lock_guard<std::mutex> lock(g_registry_mu);
-      for (LinkGroup* g : registry()) {
-        if (!ours(g)) continue;
-        std::lock_guard<std::mutex> glock(g->mu_);
-        busy |= !g->conns_.empty() ||
-                std::any_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return !r.deleted; });
-      }
+      for (LinkGroup* g : registry())
+        if (ours(g) && !finished(g)) busy = true;
     }
     if (!busy || sys::now_ms() >= deadline) break;
     timespec ts{0, 5 * 1000 * 1000};
@@ -944,16 +949,10 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
   }
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
-    if (!ours(g)) continue;
-    {
-      // Only a group the peer has finished with: a DELETE LINK that crosses
-      // the peer's own close (its DELETE RKEY flow) is left out; the peer
-      // then finds our link gone on its own.
-      std::lock_guard<std::mutex> glock(g->mu_);
-      if (!g->conns_.empty() ||
-          std::any_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return !r.deleted; }))
-        continue;
-    }
+    // Only a group the peer has finished with: a DELETE LINK that crosses
+    // the peer's own close (its DELETE RKEY flow) is left out; the peer then
+    // finds our link gone on its own.
+    if (!ours(g) || !finished(g)) continue;
     llc::DeleteLink d;
     d.all_links = true;
     d.orderly = true;
