@@ -11,7 +11,8 @@
 #     -v /sys/fs/cgroup:/sys/fs/cgroup -v smcr:/smcr smcr-sidecar
 #   docker run -v smcr:/smcr:ro -v /sys/fs/bpf:/sys/fs/bpf:ro \
 #     --security-opt seccomp=smcr-seccomp.json app-image /smcr/bin/smc_run redis-server
-# (app images need glibc >= 2.34 and libibverbs1; smcr-seccomp.json allows
+# (app images need glibc >= 2.34, and libibverbs1 for the verbs fabric only;
+# smcr-seccomp.json allows
 # bpf(2): scripts/sidecar/seccomp-allow-bpf.sh)
 # Entrypoint commands: run (default), install, load, unload, status, check.
 # The image also works as a plain smcr toolbox (smc_run, smcr_ctl on PATH).
@@ -32,8 +33,9 @@ RUN rm -rf build && cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 FROM debian:12 AS sidecar
 ENV DEBIAN_FRONTEND=noninteractive
 # Runtime libraries (what ldd shows; the sidecar test checks this list):
-# smcr_ctl needs libbpf1 libelf1 zlib1g, the preload library libibverbs1 and
-# its libnl-3-200 libnl-route-3-200, all of them libstdc++6 libgcc-s1.
+# smcr_ctl needs libbpf1 libelf1 zlib1g, all of them libstdc++6 libgcc-s1;
+# libibverbs1 (and its libnl-3-200 libnl-route-3-200) is for the verbs fabric
+# of programs run in the image itself (the library opens it at run time).
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       libbpf1 libelf1 zlib1g libibverbs1 libnl-3-200 libnl-route-3-200 \

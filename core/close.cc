@@ -22,10 +22,11 @@ namespace {
 constexpr CloseTransition stay(CloseState s) { return {s, kActNone, false}; }
 constexpr CloseTransition go(CloseState s, uint32_t a) { return {s, a, true}; }
 
-// Any state before we sent C may abort (RFC 4.8.2).
+// Any state before we sent C may abort (RFC 4.8.2). AppFinCloseWait too:
+// there we sent D and the peer its C; our C waits for the application.
 bool may_abort(CloseState s) {
   return s == CloseState::kActive || s == CloseState::kPeerCloseWait1 || s == CloseState::kPeerCloseWait2 ||
-         s == CloseState::kAppCloseWait1 || s == CloseState::kAppCloseWait2;
+         s == CloseState::kAppFinCloseWait || s == CloseState::kAppCloseWait1 || s == CloseState::kAppCloseWait2;
 }
 
 }  // namespace
@@ -105,7 +106,10 @@ CloseTransition close_transition(CloseState s, CloseEvent e, const CloseContext&
         default: return stay(s);
       }
     case S::kAppFinCloseWait:
-      if (e == E::kAppClose) return go(S::kClosed, kActSendClose | kActReleaseRmbe);
+      if (e == E::kAppClose) {
+        if (ctx.unread_data) return close_transition(s, E::kAppAbort, ctx);
+        return go(S::kClosed, kActSendClose | kActReleaseRmbe);
+      }
       return stay(s);
     case S::kAppCloseWait1:
       switch (e) {

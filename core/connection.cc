@@ -21,10 +21,14 @@
 #include <cstring>
 
 #include "core/cdc_mem.h"
+#include "core/cpu_relax.h"
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/exec_carry.h"
 #include "core/fabric_shm.h"
+#ifdef SMCR_HAVE_VERBS
+#include "core/fabric_verbs.h"
+#endif
 #include "core/handoff.h"
 #include "core/link_group.h"
 #include "core/log.h"
@@ -124,6 +128,28 @@ int wait_fd(int fd, short events, int timeout_ms) {
   pollfd p{fd, events, 0};
   return sys::poll(&p, 1, timeout_ms);
 }
+
+// SO_RCVTIMEO / SO_SNDTIMEO bound a blocking call's waiting, all of it, as
+// TCP's do (the kernel takes what each wait used off the call's budget): a
+// wake-up that brings too little to return (MSG_WAITALL, a window opened
+// by a few bytes) must not start the timeout again. The clock starts at
+// the first wait; calls that never wait never read it.
+class CallTimeout {
+ public:
+  explicit CallTimeout(int timeout_ms) : timeout_ms_(timeout_ms) {}
+  int timeout_ms() const { return timeout_ms_; }
+  // The next wait's limit: -1 (none), or what is left; 0 once spent.
+  int next_wait_ms() {
+    if (timeout_ms_ < 0) return -1;
+    int64_t now = sys::now_ms();
+    if (deadline_ms_ < 0) deadline_ms_ = now + timeout_ms_;
+    return static_cast<int>(std::max<int64_t>(deadline_ms_ - now, 0));
+  }
+
+ private:
+  int timeout_ms_;
+  int64_t deadline_ms_ = -1;
+};
 
 }  // namespace
 
@@ -1526,7 +1552,7 @@ bool Connection::watch_control_page_locked(SpinBackoff& backoff) {
       drain_inbox_locked();
       return true;
     }
-    __builtin_ia32_pause();
+    cpu_relax();
     if ((i & 31) == 0 && sys::now_ns() > deadline) break;
   }
   backoff.missed();
@@ -1840,6 +1866,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   } reader(this);
   IovCursor out(iov, iovcnt);
   size_t done = 0;
+  CallTimeout limit(rcvtimeo_ms_);
   for (;;) {
     if (released_) {
       errno = EBADF;
@@ -1920,7 +1947,12 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       return -1;
     }
     int fd = app_fd_;
-    int timeout = rcvtimeo_ms_;
+    int timeout = limit.next_wait_ms();
+    if (timeout == 0) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
     in_reader_ = false;
     ++readers_asleep_;
     lock.unlock();
@@ -1936,7 +1968,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     if (r < 0 && saved == EINTR) {
       if (done) return static_cast<ssize_t>(done);
-      if (restart_after_signal(timeout)) continue;
+      if (restart_after_signal(limit.timeout_ms())) continue;
       errno = EINTR;
       return -1;
     }
@@ -1964,6 +1996,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
   bool dontwait = nonblocking_ || (flags & MSG_DONTWAIT);
   IovCursor in(iov, iovcnt);
   size_t done = 0;
+  CallTimeout limit(sndtimeo_ms_);
   for (;;) {
     if (released_) {
       errno = EBADF;
@@ -2098,12 +2131,17 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       return -1;
     }
     int fd = app_fd_;
-    int timeout = sndtimeo_ms_;
+    int timeout = limit.next_wait_ms();
+    if (timeout == 0) {
+      if (done) return static_cast<ssize_t>(done);
+      errno = EAGAIN;
+      return -1;
+    }
     lock.unlock();
     int r = wait_fd(fd, POLLOUT, timeout);
     int saved = errno;
     lock.lock();
-    if (r < 0 && saved == EINTR && !done && restart_after_signal(timeout)) continue;
+    if (r < 0 && saved == EINTR && !done && restart_after_signal(limit.timeout_ms())) continue;
     if (r == 0 || (r < 0 && saved == EINTR)) {
       if (done) return static_cast<ssize_t>(done);
       errno = r == 0 ? EAGAIN : EINTR;
@@ -2281,7 +2319,11 @@ void Connection::drain_inbox_locked() {
 }
 
 void Connection::process_item_locked(const InboxItem& item) {
-  if (item.bell_fd >= 0) {
+  if (item.tcp_gone) {
+    tcp_peer_gone_locked();
+  } else if (item.timer_now_ms >= 0) {
+    timer_locked(item.timer_now_ms);
+  } else if (item.bell_fd >= 0) {
     take_peer_bell_locked(item.bell_fd);
   } else if (item.rehome_fd >= 0) {
     rehome_peer_locked(item.rehome_fd, item.rehome_token);
@@ -2389,6 +2431,13 @@ void Connection::prefetch_next_write_locked(uint32_t n) {
 }
 
 void Connection::pop_acked_locked(uint64_t completed, size_t at_most) {
+#ifdef SMCR_HAVE_VERBS
+  // A CDC holds a send queue slot until the adapter acknowledges it, so at
+  // most kSendDepth are unacknowledged: a shallower ring would push out
+  // (take for acknowledged, post_cdc_locked) one that is not, and a
+  // failover would not replay it (SS, RFC 4.6).
+  static_assert(kUnackedRing >= VerbsLink::kSendDepth, "the unacknowledged-CDC ring must cover the send queue");
+#endif
   while (at_most-- > 0 && unacked_count_ > 0 && unacked_[unacked_head_].first <= completed) {
     tx_seq_acked_ = unacked_[unacked_head_].second;
     unacked_head_ = (unacked_head_ + 1) % kUnackedRing;
@@ -2654,7 +2703,12 @@ void Connection::shm_link_ended_locked() {
 }
 
 void Connection::on_tcp_peer_gone() {
-  std::lock_guard<Connection> lock(*this);
+  InboxItem item;
+  item.tcp_gone = true;
+  park(item);
+}
+
+void Connection::tcp_peer_gone_locked() {
   if (released_ || state_ == CloseState::kClosed || peer_closed_ || tcp_gone_) return;
   // The peer's C or A may still be in flight on the fabric (it closes TCP
   // right after posting it): give it a moment before declaring the peer lost.
@@ -2668,7 +2722,12 @@ void Connection::on_tcp_peer_gone() {
 }
 
 void Connection::on_timer(int64_t now_ms) {
-  std::lock_guard<Connection> lock(*this);
+  InboxItem item;
+  item.timer_now_ms = now_ms;
+  park(item);
+}
+
+void Connection::timer_locked(int64_t now_ms) {
   int64_t d = timer_deadline_.load();
   if (d == 0 || now_ms < d || released_) return;
   timer_deadline_.store(0);

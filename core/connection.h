@@ -284,16 +284,19 @@ class Connection {
   // on it moves to a surviving link (RFC 4.6: validation CDC, unacknowledged
   // bytes written again, then the current cursors), or is reset.
   void on_link_down(int slot);
-  // Engine thread: the peer's TCP socket closed or reset (its process died, or
-  // its kernel aborted the connection). Unless the SMC-R close (C or A)
-  // arrives within a short grace period, the peer is treated as lost.
+  // Engine thread, never blocks: the peer's TCP socket closed or reset (its
+  // process died, or its kernel aborted the connection). Unless the SMC-R
+  // close (C or A) arrives within a short grace period, the peer is treated
+  // as lost.
   void on_tcp_peer_gone();
   // Engine thread: the peer's readiness socket (the engine end of its
   // socketpair) arrived over the shm link; ours takes ownership of `fd`.
   // From then on our CDCs reach the peer through memory and we ring its
   // socket ourselves (core/cdc_mem.h).
   void set_peer_bell(int fd);
-  // Returns true when the connection is done with its timer.
+  // Engine thread, never blocks: the timer armed with arm_timer is due. Both
+  // this and on_tcp_peer_gone are parked like CDCs when an application
+  // thread holds the connection (a blocking call can hold it for seconds).
   void on_timer(int64_t now_ms);
   int64_t timer_deadline() const { return timer_deadline_.load(std::memory_order_relaxed); }
   uint32_t local_token() const { return local_token_; }
@@ -321,9 +324,14 @@ class Connection {
     int bell_fd = -1;  // the peer's readiness socket (set_peer_bell)
     int rehome_fd = -1;  // on_rehome_request's link end
     uint32_t rehome_token = 0;
+    int64_t timer_now_ms = -1;  // on_timer's
+    bool tcp_gone = false;      // on_tcp_peer_gone's
   };
   static constexpr int kAllLinks = 1000;
+  static_assert(kAllLinks >= kMaxGroupLinks, "kAllLinks must name no slot");
   void park(const InboxItem& item);
+  void tcp_peer_gone_locked();
+  void timer_locked(int64_t now_ms);
   void process_item_locked(const InboxItem& item);
   // Empties the inbox without acting on it (the connection was re-homed):
   // descriptors closed, a move the peer asks for refused.

@@ -26,6 +26,7 @@
 #include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/log.h"
+#include "core/mutex.h"
 #include "core/sys.h"
 #include "core/threads.h"
 
@@ -55,7 +56,7 @@ bool drain_link(int epfd, Watch* w, bool hangup) {
   bool alive = g->link_at(slot)->drain_messages([g, slot](std::span<const uint8_t> msg) { g->dispatch(slot, msg); });
   if (alive && !hangup) return true;
   // Messages queued before the failure were delivered above.
-  if (w->watched) epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  if (w->watched) sys::epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, nullptr);
   w->watched = false;
   g->on_link_failure(slot);
   return false;
@@ -66,27 +67,27 @@ bool drain_link(int epfd, Watch* w, bool hangup) {
 struct Engine::Impl {
   int epfd = -1;
   int wake_fd = -1;
-  std::mutex mu;
-  std::vector<LinkGroup*> add_queue;
-  std::vector<LinkGroup*> retire_queue;
-  std::vector<Connection*> timers;  // referenced
-  std::map<Connection*, Watch*> tcp_watches;
-  std::vector<Watch*> dead_watches;  // freed after the current epoll batch
-  std::set<Watch*> step_watches;     // watch_readable
+  Mutex mu;
+  std::vector<LinkGroup*> add_queue SMCR_GUARDED_BY(mu);
+  std::vector<LinkGroup*> retire_queue SMCR_GUARDED_BY(mu);
+  std::vector<Connection*> timers SMCR_GUARDED_BY(mu);  // referenced
+  std::map<Connection*, Watch*> tcp_watches SMCR_GUARDED_BY(mu);
+  std::vector<Watch*> dead_watches SMCR_GUARDED_BY(mu);  // freed after the current epoll batch
+  std::set<Watch*> step_watches SMCR_GUARDED_BY(mu);     // watch_readable
   // When the engine's current epoll_wait times out at the latest (sys::now_ms;
   // INT64_MAX: no timeout), as computed under mu before it sleeps.
-  int64_t sleep_until_ms = 0;
+  int64_t sleep_until_ms SMCR_GUARDED_BY(mu) = 0;
   bool rendezvous_watched = false;
-  // pause_for_exec: asked (under mu), and the thread's answer.
-  bool pause_asked = false;
-  bool paused = false;
+  // pause_for_exec: asked, and the thread's answer.
+  bool pause_asked SMCR_GUARDED_BY(mu) = false;
+  bool paused SMCR_GUARDED_BY(mu) = false;
   std::condition_variable pause_cv;
   // run_on_engine_thread: queued under mu, each marked done under mu.
   struct Task {
     std::function<void()> run;
     bool done = false;
   };
-  std::vector<std::shared_ptr<Task>> tasks;
+  std::vector<std::shared_ptr<Task>> tasks SMCR_GUARDED_BY(mu);
   std::atomic<int> pending_tasks{0};  // tasks.size(), read without mu
   std::condition_variable task_cv;
   pid_t pid = 0;  // whose smcr-diag socket this engine serves
@@ -115,13 +116,28 @@ Engine& Engine::get() {
   static std::mutex start_mu;
   std::lock_guard<std::mutex> lock(start_mu);
   if (e->started_generation_.load(std::memory_order_relaxed) != here) {
-    e->start();
-    e->started_generation_.store(here, std::memory_order_release);
+    if (e->impl_generation_ != here) {
+      e->make_impl();
+      e->impl_generation_ = here;
+    }
+    // Until a thread runs, get() asks again (and the handshakes decline:
+    // thread_running), so that a process that was short of threads for a
+    // while gets its engine once one can be had.
+    if (e->start_thread()) {
+      e->started_generation_.store(here, std::memory_order_release);
+    } else if (e->thread_failure_said_ != here) {
+      e->thread_failure_said_ = here;
+      log_write(0, "no thread for the engine (%s): new connections of this process stay on TCP", strerror(errno));
+    }
   }
   return *e;
 }
 
-void Engine::start() {
+bool Engine::thread_running() const {
+  return started_generation_.load(std::memory_order_acquire) == process_generation();
+}
+
+void Engine::make_impl() {
   // In a forked child the parent's thread does not exist; its state is
   // abandoned (not freed: other threads' locks may have been held at fork).
   impl_ = new Impl();
@@ -131,7 +147,7 @@ void Engine::start() {
   auto* w = new Watch{WatchKind::kWake, impl_->wake_fd};
   impl_->permanent.push_back(w);
   epoll_event ev{EPOLLIN, {.ptr = w}};
-  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
+  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, impl_->wake_fd, &ev);
   // Diagnostics (tools/smcr_stat): an abstract socket named after our pid.
   int diag = sys::hide_fd(sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   socklen_t alen;
@@ -141,18 +157,20 @@ void Engine::start() {
     auto* dw = new Watch{WatchKind::kDiag, diag};
     impl_->permanent.push_back(dw);
     epoll_event dev{EPOLLIN, {.ptr = dw}};
-    epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, diag, &dev);
+    sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, diag, &dev);
   } else if (diag >= 0) {
     sys::close(diag);
   }
+}
+
+bool Engine::start_thread() {
   // Takes no signal meant for the application (threads.h).
-  if (!threads::start_detached(
-          [](void* self) -> void* {
-            static_cast<Engine*>(self)->loop();
-            return nullptr;
-          },
-          this, "smcr-engine"))
-    SMCR_LOG(0, "no thread for the engine: SMC-R connections of this process will not progress");
+  return threads::start_detached(
+      [](void* self) -> void* {
+        static_cast<Engine*>(self)->loop();
+        return nullptr;
+      },
+      this, "smcr-engine");
 }
 
 namespace {
@@ -238,7 +256,7 @@ void serve_diagnostics(int listen_fd) {
       continue;
     }
     char comm[64] = "?";
-    int cf = static_cast<int>(::syscall(SYS_open, "/proc/self/comm", O_RDONLY | O_CLOEXEC));
+    int cf = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/comm", O_RDONLY | O_CLOEXEC));
     if (cf >= 0) {
       ssize_t k = sys::read(cf, comm, sizeof comm - 1);
       comm[k > 0 ? k - 1 : 0] = '\0';
@@ -265,7 +283,7 @@ void serve_diagnostics(int listen_fd) {
 
 void Engine::add_group(LinkGroup* g) {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->add_queue.push_back(g);
   }
   wake(impl_->wake_fd);
@@ -273,7 +291,7 @@ void Engine::add_group(LinkGroup* g) {
 
 void Engine::retire_group(LinkGroup* g) {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->retire_queue.push_back(g);
   }
   wake(impl_->wake_fd);
@@ -283,7 +301,7 @@ void Engine::arm_timer(Connection* c) {
   c->ref();
   bool sooner;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->timers.push_back(c);
     // A close timer (seconds) usually falls after the engine's next wake-up
     // anyway (the keepalive tick): then there is nothing to wake it for, and
@@ -296,20 +314,20 @@ void Engine::arm_timer(Connection* c) {
 void Engine::watch_tcp(Connection* c, int tcp_fd) {
   c->ref();
   auto* w = new Watch{WatchKind::kTcp, tcp_fd, nullptr, c};
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->tcp_watches[c] = w;
   epoll_event ev{EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
-  epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, tcp_fd, &ev);
+  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, tcp_fd, &ev);
 }
 
 void Engine::unwatch_tcp(Connection* c) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->tcp_watches.find(c);
   if (it == impl_->tcp_watches.end()) return;
   // The fd is still open here, so this removes exactly our registration. The
   // watch may still sit in the batch being processed, so it is freed (and
   // the connection unreferenced) after that batch.
-  epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, it->second->fd, nullptr);
+  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, it->second->fd, nullptr);
   impl_->dead_watches.push_back(it->second);
   impl_->tcp_watches.erase(it);
 }
@@ -329,10 +347,10 @@ void* Engine::watch(int fd, uint32_t events, int64_t deadline_ms, std::function<
   w->events = events;
   bool sooner;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->step_watches.insert(w);
     epoll_event ev{events | EPOLLONESHOT, {.ptr = w}};
-    epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
+    sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev);
     sooner = deadline_ms < impl_->sleep_until_ms;
   }
   if (sooner) wake(impl_->wake_fd);  // its deadline must not be missed
@@ -341,20 +359,20 @@ void* Engine::watch(int fd, uint32_t events, int64_t deadline_ms, std::function<
 
 void Engine::end_watch(void* handle) {
   auto* w = static_cast<Watch*>(handle);
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (!impl_->step_watches.erase(w)) return;  // ended already (the pointer is not touched)
-  epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
   impl_->dead_watches.push_back(w);
 }
 
 bool Engine::serve_shm_rendezvous() {
   int fd = ShmRendezvous::instance().listener_fd();
   if (fd < 0) return false;
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (!impl_->rendezvous_watched) {
     auto* w = new Watch{WatchKind::kRendezvousListener, fd};
     epoll_event ev{EPOLLIN, {.ptr = w}};
-    if (epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    if (sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
     impl_->rendezvous_watched = true;
   }
   return true;
@@ -379,7 +397,7 @@ bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
   Impl* im = e->impl_;
   auto t = std::make_shared<Impl::Task>();
   t->run = std::move(task);
-  std::unique_lock<std::mutex> lock(im->mu);
+  MutexLock lock(im->mu);
   im->tasks.push_back(t);
   im->pending_tasks.store(static_cast<int>(im->tasks.size()), std::memory_order_release);
   uint64_t one = 1;
@@ -394,17 +412,19 @@ bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
       sys::close(poke);
     }
   }
-  return im->task_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&t] { return t->done; });
+  return im->mu.wait_for(im->task_cv, std::chrono::milliseconds(timeout_ms), [&t] { return t->done; });
 }
 
 bool Engine::pause_for_exec(int timeout_ms) {
   Engine* e = get_if_started();
   if (!e) return true;
   Impl* im = e->impl_;
-  std::unique_lock<std::mutex> lock(im->mu);
+  MutexLock lock(im->mu);
   im->pause_asked = true;
   wake(im->wake_fd);
-  if (im->pause_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [im] { return im->paused; })) return true;
+  if (im->mu.wait_for(im->pause_cv, std::chrono::milliseconds(timeout_ms),
+                      [im]() SMCR_REQUIRES(im->mu) { return im->paused; }))
+    return true;
   im->pause_asked = false;
   im->pause_cv.notify_all();
   return false;
@@ -413,7 +433,7 @@ bool Engine::pause_for_exec(int timeout_ms) {
 void Engine::resume_after_exec() {
   Engine* e = get_if_started();
   if (!e) return;
-  std::lock_guard<std::mutex> lock(e->impl_->mu);
+  MutexLock lock(e->impl_->mu);
   e->impl_->pause_asked = false;
   e->impl_->pause_cv.notify_all();
 }
@@ -426,13 +446,13 @@ void Engine::loop() {
     if (im->pending_tasks.load(std::memory_order_acquire) == 0) return;
     std::vector<std::shared_ptr<Impl::Task>> tasks;
     {
-      std::lock_guard<std::mutex> lock(im->mu);
+      MutexLock lock(im->mu);
       tasks.swap(im->tasks);
       im->pending_tasks.store(0, std::memory_order_relaxed);
     }
     for (auto& t : tasks) {
       t->run();
-      std::lock_guard<std::mutex> lock(im->mu);
+      MutexLock lock(im->mu);
       t->done = true;
     }
     im->task_cv.notify_all();
@@ -445,11 +465,11 @@ void Engine::loop() {
     refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
     int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
     {
-      std::unique_lock<std::mutex> lock(im->mu);
+      MutexLock lock(im->mu);
       if (im->pause_asked) {  // pause_for_exec: between two batches
         im->paused = true;
         im->pause_cv.notify_all();
-        im->pause_cv.wait(lock, [im] { return !im->pause_asked; });
+        im->mu.wait(im->pause_cv, [im]() SMCR_REQUIRES(im->mu) { return !im->pause_asked; });
         im->paused = false;
       }
       int64_t now = sys::now_ms();
@@ -464,7 +484,7 @@ void Engine::loop() {
       if (int refresh = stats_refresh_ms(); refresh >= 0 && (timeout < 0 || timeout > refresh)) timeout = refresh;
       im->sleep_until_ms = timeout < 0 ? INT64_MAX : now + timeout;
     }
-    int n = epoll_wait(im->epfd, events, 64, timeout);
+    int n = sys::epoll_wait(im->epfd, events, 64, timeout);
     run_tasks();
     for (int i = 0; i < n; ++i) {
       Watch* w = static_cast<Watch*>(events[i].data.ptr);
@@ -478,17 +498,17 @@ void Engine::loop() {
           ShmRendezvous::instance().on_listener_readable([&](int fd) {
             auto* hw = new Watch{WatchKind::kRendezvousHello, fd};
             epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = hw}};
-            if (epoll_ctl(im->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            if (sys::epoll_ctl(im->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
               sys::close(fd);
               delete hw;
             }
           });
           break;
         case WatchKind::kRendezvousHello:
-          epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+          sys::epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
           if (!ShmRendezvous::instance().on_hello_readable(w->fd)) {
             epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
-            epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+            sys::epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
             break;
           }
           delete w;
@@ -499,7 +519,7 @@ void Engine::loop() {
         case WatchKind::kTcp: {
           bool active;
           {
-            std::lock_guard<std::mutex> lock(im->mu);
+            MutexLock lock(im->mu);
             auto it = im->tcp_watches.find(w->conn);
             active = it != im->tcp_watches.end() && it->second == w;
             if (active) {
@@ -512,19 +532,19 @@ void Engine::loop() {
         }
         case WatchKind::kStep: {
           {
-            std::lock_guard<std::mutex> lock(im->mu);
+            MutexLock lock(im->mu);
             if (!im->step_watches.count(w)) break;
           }
           bool done = w->step(false);
-          std::lock_guard<std::mutex> lock(im->mu);
+          MutexLock lock(im->mu);
           if (!im->step_watches.count(w)) break;  // end_watch'ed during the step
           if (done) {
             im->step_watches.erase(w);
-            epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+            sys::epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
             im->dead_watches.push_back(w);
           } else {
             epoll_event ev{w->events | EPOLLONESHOT, {.ptr = w}};
-            epoll_ctl(im->epfd, EPOLL_CTL_MOD, w->fd, &ev);
+            sys::epoll_ctl(im->epfd, EPOLL_CTL_MOD, w->fd, &ev);
           }
           break;
         }
@@ -556,14 +576,14 @@ void Engine::loop() {
     std::vector<Connection*> due;
     std::vector<Watch*> dead, expired;
     {
-      std::lock_guard<std::mutex> lock(im->mu);
+      MutexLock lock(im->mu);
       int64_t now = sys::now_ms();
       for (auto it = im->step_watches.begin(); it != im->step_watches.end();) {
         if ((*it)->deadline > now) {
           ++it;
           continue;
         }
-        epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
+        sys::epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
         expired.push_back(*it);
         it = im->step_watches.erase(it);
       }
@@ -587,7 +607,7 @@ void Engine::loop() {
         w->slot = slot;
         group_watches.push_back(w);
         epoll_event ev{EPOLLIN | EPOLLRDHUP, {.ptr = w}};
-        epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+        sys::epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
         // The adapter's event queue, once per adapter (never unwatched: the
         // adapter's context lives as long as the process).
         int dfd = link->device_event_fd();
@@ -596,7 +616,7 @@ void Engine::loop() {
           im->permanent.push_back(dw);
           dw->reader = link->device_event_reader();
           epoll_event dev{EPOLLIN, {.ptr = dw}};
-          epoll_ctl(im->epfd, EPOLL_CTL_ADD, dfd, &dev);
+          sys::epoll_ctl(im->epfd, EPOLL_CTL_ADD, dfd, &dev);
         }
       }
       // Messages may have queued before we started watching.
@@ -618,7 +638,7 @@ void Engine::loop() {
         if (!w->watched || w->group->failed() || !w->group->link_up(w->slot) ||
             w->group->keepalive_tick(w->slot, t, keepalive_interval_ms()))
           continue;
-        epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+        sys::epoll_ctl(im->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
         w->watched = false;
         w->group->on_link_failure(w->slot);
       }
@@ -634,7 +654,7 @@ void Engine::loop() {
           ++it;
           continue;
         }
-        if ((*it)->watched) epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
+        if ((*it)->watched) sys::epoll_ctl(im->epfd, EPOLL_CTL_DEL, (*it)->fd, nullptr);
         delete *it;
         it = group_watches.erase(it);
       }

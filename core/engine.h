@@ -20,8 +20,13 @@ class Connection;
 
 class Engine {
  public:
-  // Starts the thread on first use (again in a forked child).
+  // Starts the thread on first use (again in a forked child). Usable without
+  // one (its watches wait for it), but see thread_running.
   static Engine& get();
+  // Whether this process's engine thread runs: false when the system would
+  // not give one (then no new connection may become SMC-R: nothing would
+  // serve its link).
+  bool thread_running() const;
   void add_group(LinkGroup* g);
   // Called when the group's last connection is gone: the engine stops
   // watching it and frees it on its own thread.
@@ -74,7 +79,8 @@ class Engine {
   Engine() = default;
   // This process's engine if its thread runs, else null.
   static Engine* get_if_started();
-  void start();
+  void make_impl();
+  bool start_thread();
   void loop();
   void* watch(int fd, uint32_t events, int64_t deadline_ms, std::function<bool(bool expired)> step);
   struct Impl;
@@ -82,6 +88,9 @@ class Engine {
   // process_generation() of the process whose thread runs (0: none): get() needs
   // neither a lock nor getpid() (a system call) once it is started.
   std::atomic<uint64_t> started_generation_{0};
+  uint64_t impl_generation_ = 0;       // whose impl_ this is (under get()'s lock)
+  uint64_t thread_failure_said_ = 0;   // the generation whose missing thread was logged
+
 };
 
 }  // namespace smcr

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 
 #include "core/cdc_mem.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "core/stream_copy.h"
 #include "core/sys.h"
 #include "core/wire.h"
@@ -28,11 +28,9 @@ constexpr uint64_t kHelloMagic = 0x534d435253484d31ull;          // "SMCRSHM1"
 constexpr size_t kHelloLen = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;
 constexpr size_t kReplyLen = 8 + 4;
 
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(sys::now_ms()) * 0x9E3779B97F4A7C15ull;
-  return v;
-}
+// The RKey, VA and QPN of a pending rendezvous are the only proof a client
+// saw our Accept (fabric_shm.h): never made from anything guessable.
+bool random_u64(uint64_t* v) { return random_bytes(v, sizeof *v); }
 
 uint32_t fnv1a(const char* s, size_t n, uint32_t h = 2166136261u) {
   for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(s[i])) * 16777619u;
@@ -41,7 +39,7 @@ uint32_t fnv1a(const char* s, size_t n, uint32_t h = 2166136261u) {
 
 uint32_t compute_host_key() {
   char buf[128] = {};
-  int fd = static_cast<int>(::syscall(SYS_open, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
   ssize_t n = 0;
   if (fd >= 0) {
     n = sys::read(fd, buf, sizeof buf - 1);
@@ -57,7 +55,12 @@ uint32_t compute_host_key() {
 ShmIdentity make_identity() {
   ShmIdentity id;
   id.host_key = compute_host_key();
-  uint64_t rnd = random_u64();
+  uint64_t rnd = 0;
+  // A GID without its random part names an abstract address another
+  // process of this host could bind first, and a peer ID that of another
+  // process (pid namespaces): no identity rather than such a one.
+  if (!random_u64(&rnd)) return id;
+  id.ok = true;
   uint32_t pid = static_cast<uint32_t>(getpid());
   std::memcpy(id.gid.data(), kShmGidMarker, 4);
   for (int i = 0; i < 4; ++i) {
@@ -119,7 +122,9 @@ const ShmIdentity& shm_identity() {
   uint64_t here = process_generation();
   if (cache->generation != here) {
     cache->id = make_identity();
-    cache->generation = here;
+    // Asked again next time: randomness may be back (a later handshake
+    // then gets an identity of its own).
+    if (cache->id.ok) cache->generation = here;
   }
   return cache->id;
 }
@@ -151,8 +156,13 @@ bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
   out->size = size;
   out->control = out->addr + size;
   out->handle = fd;
-  out->rkey = static_cast<uint32_t>(random_u64());
-  out->vaddr = random_u64();
+  uint64_t rkey = 0;
+  if (!random_u64(&rkey) || !random_u64(&out->vaddr)) {
+    shm_free_rmb(out);
+    *out = LocalRmb{};
+    return false;
+  }
+  out->rkey = static_cast<uint32_t>(rkey);
   return true;
 }
 
@@ -414,6 +424,7 @@ int ShmRendezvous::listener_fd() {
     pending_.clear();
   }
   if (listen_fd_ >= 0) return listen_fd_;
+  if (!shm_identity().ok) return -1;
   owner_generation_ = process_generation();
   int fd = sys::hide_fd(sys::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return -1;
@@ -432,7 +443,9 @@ uint32_t ShmRendezvous::expect(uint32_t rkey, uint64_t vaddr, int rmb_fd) {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t qpn;
   do {
-    qpn = static_cast<uint32_t>(random_u64()) & 0xFFFFFF;
+    uint64_t r = 0;
+    if (!random_u64(&r)) return 0;
+    qpn = static_cast<uint32_t>(r) & 0xFFFFFF;
   } while (qpn == 0 || pending_.count(qpn));
   Pending p;
   p.rkey = rkey;

@@ -31,12 +31,15 @@ struct ShmIdentity {
   clc::Mac mac{};      // locally administered, derived from the host key
   clc::PeerId peer_id{};
   uint32_t host_key = 0;  // boot id + network namespace: same key = same abstract socket namespace
+  bool ok = false;        // false: no randomness for it; nothing above may be used but host_key
 };
 // This process's identity; recomputed in a forked child (pid differs).
 const ShmIdentity& shm_identity();
 // True if `gid` names a shared-memory endpoint reachable from this process.
 bool shm_gid_is_local(const clc::Gid& gid);
 
+// False also when no random RKey and VA can be had (they are the rendezvous
+// secret).
 bool shm_alloc_rmb(uint32_t size, LocalRmb* out);
 void shm_free_rmb(LocalRmb* rmb);
 // Maps a peer's RMB memfd after checking its seals and size; takes ownership
@@ -110,7 +113,8 @@ class ShmRendezvous {
   static ShmRendezvous& instance();
   // Binds the abstract listener (idempotent); returns its fd or -1.
   int listener_fd();
-  // Registers an Accept about to be sent; returns the QPN to put into it.
+  // Registers an Accept about to be sent; returns the QPN to put into it,
+  // or 0 (nothing registered) when no random one can be had.
   uint32_t expect(uint32_t rkey, uint64_t vaddr, int rmb_fd);
   // Waits for the client's hello; on success moves the link fd and the
   // client's RMB fd out. Always removes the entry.

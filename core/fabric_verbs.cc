@@ -1,4 +1,5 @@
 #include "core/fabric_verbs.h"
+#include "core/verbs_loader.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -6,7 +7,6 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +18,9 @@
 #include <ctime>
 
 #include "core/env.h"
+#include "core/llc.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "core/sys.h"
 
 namespace smcr {
@@ -118,15 +120,10 @@ std::optional<long> env_long(const char* name, long lo, long hi) {
   return x;
 }
 
-uint32_t random_u32() {
-  uint32_t v = 0;
-  if (::syscall(SYS_getrandom, &v, sizeof v, 0) != sizeof v) {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = static_cast<uint32_t>(ts.tv_nsec) * 2654435761u ^ static_cast<uint32_t>(getpid());
-  }
-  return v;
-}
+
+// A SEND longer than the posted receive is a remote-invalid-request NAK
+// that kills both QPs: Linux's longest version-2 LLC message must fit.
+static_assert(VerbsLink::kV2SlotSize > llc::v2::kMaxMessageLen, "a Linux v2 LLC message would not fit a receive slot");
 
 size_t page_round(size_t n) {
   long ps = sysconf(_SC_PAGESIZE);
@@ -186,6 +183,11 @@ void scan_devices_locked(DeviceCache& c, bool force) {
   int64_t now = sys::now_ms();
   if (!force && c.last_scan_ms >= 0 && now - c.last_scan_ms < 1000) return;
   c.last_scan_ms = now;
+  std::string no_library;
+  if (!verbs_library_loaded(&no_library)) {
+    c.scan_error = " (" + no_library + ")";
+    return;
+  }
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list) {
@@ -601,6 +603,14 @@ std::unique_ptr<VerbsLink> VerbsLink::create(const VerbsPort& port, std::string*
 bool VerbsLink::init(std::string* why) {
   ibv_context* ctx = port_.context;
   const std::string& dev = port_.device;
+  // The PSN is what keeps a blind sender from injecting into the QP (as a
+  // TCP ISN): a link without a random one is no link.
+  uint32_t psn = 0;
+  if (!random_bytes(&psn, sizeof psn)) {
+    set_why(why, "no random PSN (getrandom failed)");
+    return false;
+  }
+  psn_ = psn & 0xFFFFFF;
   pd_ = ibv_alloc_pd(ctx);
   if (!pd_) {
     set_why(why, dev + ": ibv_alloc_pd: " + errstr(errno));
@@ -679,7 +689,10 @@ bool VerbsLink::init(std::string* why) {
     set_why(why, dev + ": ibv_req_notify_cq failed");
     return false;
   }
-  armed_ = true;
+  {
+    MutexLock lock(drain_mu_);
+    armed_ = true;
+  }
 
   ibv_ece e{};
   rc = ibv_query_ece(qp_, &e);
@@ -700,7 +713,6 @@ bool VerbsLink::init(std::string* why) {
     c.ece[dev] = ece_supported_ ? std::optional<VerbsEce>(ece_) : std::nullopt;
   }
 
-  psn_ = random_u32() & 0xFFFFFF;
   SMCR_LOG(1, "verbs: link on %s port %u gid[%d] qpn 0x%06x psn 0x%06x inline %u tclass %u; %s", dev.c_str(),
            port_.port, port_.gid_index, qp_->qp_num, psn_, max_inline_, tclass_, ece_status_.c_str());
   return true;
@@ -824,7 +836,7 @@ bool VerbsLink::register_rmb(uint32_t size, LocalRmb* out) {
     munmap(p, len);
     return false;
   }
-  std::lock_guard<std::mutex> lock(mr_mu_);
+  MutexLock lock(mr_mu_);
   size_t slot = 0;
   while (slot < local_mrs_.size() && local_mrs_[slot].mr) ++slot;
   if (slot == local_mrs_.size()) local_mrs_.emplace_back();
@@ -840,7 +852,7 @@ bool VerbsLink::register_rmb(uint32_t size, LocalRmb* out) {
 void VerbsLink::free_local_rmb(LocalRmb* rmb) {
   LocalMr m;
   {
-    std::lock_guard<std::mutex> lock(mr_mu_);
+    MutexLock lock(mr_mu_);
     if (rmb->handle < 0 || static_cast<size_t>(rmb->handle) >= local_mrs_.size()) return;
     LocalMr& slot = local_mrs_[static_cast<size_t>(rmb->handle)];
     if (slot.addr != rmb->addr || !slot.mr) return;
@@ -862,7 +874,7 @@ bool VerbsLink::register_alias(const LocalRmb& memory, LocalRmb* out) {
     SMCR_LOG(1, "verbs: ibv_reg_mr(alias %u): %s", memory.size, strerror(errno));
     return false;
   }
-  std::lock_guard<std::mutex> lock(mr_mu_);
+  MutexLock lock(mr_mu_);
   size_t slot = 0;
   while (slot < local_mrs_.size() && local_mrs_[slot].mr) ++slot;
   if (slot == local_mrs_.size()) local_mrs_.emplace_back();
@@ -880,7 +892,7 @@ const uint8_t* VerbsLink::written_mirror(const RemoteRmb& rmb) {
 }
 
 VerbsLink::Staging* VerbsLink::staging_for(const RemoteRmb& rmb) {
-  std::lock_guard<std::mutex> lock(mr_mu_);
+  MutexLock lock(mr_mu_);
   auto key = std::make_pair(rmb.rkey, rmb.vaddr);
   auto it = staging_.find(key);
   if (it != staging_.end()) return it->second->len >= rmb.size ? it->second.get() : nullptr;
@@ -903,7 +915,7 @@ VerbsLink::Staging* VerbsLink::staging_for(const RemoteRmb& rmb) {
 void VerbsLink::release_remote_rmb(RemoteRmb* rmb) {
   std::unique_ptr<Staging> s;
   {
-    std::lock_guard<std::mutex> lock(mr_mu_);
+    MutexLock lock(mr_mu_);
     auto it = staging_.find(std::make_pair(rmb->rkey, rmb->vaddr));
     if (it != staging_.end()) {
       s = std::move(it->second);
@@ -914,7 +926,7 @@ void VerbsLink::release_remote_rmb(RemoteRmb* rmb) {
   if (!s) return;
   // A WRITE from this buffer may still be in the SQ (unsignaled): free it
   // once a later signaled completion proves every WR up to now is done.
-  std::lock_guard<std::mutex> lock(sq_mu_);
+  MutexLock lock(sq_mu_);
   retired_.emplace_back(send_seq_, std::move(s));
   bool progressed;
   reap_send_locked(&progressed);
@@ -1028,7 +1040,7 @@ bool VerbsLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* 
     sge.lkey = s->mr->lkey;
   }
   {
-    std::lock_guard<std::mutex> lock(sq_mu_);
+    MutexLock lock(sq_mu_);
     if (!post_send_locked(&wr)) return false;
   }
   c_bytes_written_.fetch_add(len, std::memory_order_relaxed);
@@ -1048,7 +1060,7 @@ bool VerbsLink::post_message_tracked(std::span<const uint8_t, kLinkMessageLen> m
   wr.sg_list = &sge;
   wr.num_sge = 1;
   sge.length = static_cast<uint32_t>(msg.size());
-  std::lock_guard<std::mutex> lock(sq_mu_);
+  MutexLock lock(sq_mu_);
   if (max_inline_ >= msg.size()) {
     sge.addr = reinterpret_cast<uint64_t>(msg.data());
     wr.send_flags = IBV_SEND_INLINE;
@@ -1084,7 +1096,7 @@ bool VerbsLink::post_recv(uint32_t slot) {
 
 void VerbsLink::fail(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(fail_mu_);
+    MutexLock lock(fail_mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     failure_reason_ = reason;
     failed_.store(true, std::memory_order_release);
@@ -1125,7 +1137,7 @@ std::string VerbsLink::describe() const {
 }
 
 std::string VerbsLink::failure_reason() const {
-  std::lock_guard<std::mutex> lock(fail_mu_);
+  MutexLock lock(fail_mu_);
   return failure_reason_;
 }
 
@@ -1163,7 +1175,7 @@ bool VerbsLink::poll_recv(const std::function<void(std::span<const uint8_t>)>& o
 }
 
 bool VerbsLink::drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) {
-  std::lock_guard<std::mutex> lock(drain_mu_);
+  MutexLock lock(drain_mu_);
   return drain_locked(on_message);
 }
 
@@ -1176,9 +1188,11 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
   {
     // Send errors first: when the peer is gone, the retry-exceeded error of
     // our own WR names the cause, and the receive flushes it triggers do not.
-    std::unique_lock<std::mutex> sq(sq_mu_, std::try_to_lock);
-    bool progressed;
-    if (sq.owns_lock()) reap_send_locked(&progressed);
+    if (sq_mu_.try_lock()) {
+      bool progressed;
+      reap_send_locked(&progressed);
+      sq_mu_.unlock();
+    }
   }
   for (;;) {
     ibv_cq* cq = nullptr;
@@ -1208,29 +1222,28 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
 
 bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
   int64_t deadline = sys::now_ms() + std::max(timeout_ms, 0);
-  std::unique_lock<std::mutex> lock(drain_mu_);
   for (;;) {
-    // Everything drained lands in pending_ (under the lock, so a concurrent
-    // drain_messages cannot reorder it); the first one is ours.
-    bool ok = drain_locked([this](std::span<const uint8_t> m) {
-      pending_.emplace_back(m.begin(), m.end());
-    });
-    if (!pending_.empty()) {
-      auto first = pending_.front();
-      pending_.pop_front();
-      if (first.size() != kLinkMessageLen) return false;
-      std::memcpy(out, first.data(), kLinkMessageLen);
-      return true;
+    {
+      MutexLock lock(drain_mu_);
+      // Everything drained lands in pending_ (under the lock, so a concurrent
+      // drain_messages cannot reorder it); the first one is ours.
+      bool ok = drain_locked([this](std::span<const uint8_t> m) SMCR_REQUIRES(drain_mu_) {
+        pending_.emplace_back(m.begin(), m.end());
+      });
+      if (!pending_.empty()) {
+        auto first = pending_.front();
+        pending_.pop_front();
+        if (first.size() != kLinkMessageLen) return false;
+        std::memcpy(out, first.data(), kLinkMessageLen);
+        return true;
+      }
+      if (!ok) return false;
     }
-    if (!ok) return false;
     int64_t left = deadline - sys::now_ms();
     if (left <= 0) return false;
-    lock.unlock();
     pollfd p{channel_->fd, POLLIN, 0};
     int r = sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    int e = errno;
-    lock.lock();
-    if (r < 0 && e != EINTR) return false;
+    if (r < 0 && errno != EINTR) return false;
   }
 }
 

@@ -40,6 +40,7 @@
 
 #include "core/clc.h"
 #include "core/fabric.h"
+#include "core/mutex.h"
 
 struct ibv_context;
 struct ibv_pd;
@@ -159,6 +160,11 @@ class VerbsLink final : public Link {
   // posted receive is a remote-invalid-request NAK that kills both QPs.
   static constexpr uint32_t kV2SlotSize = 8192 + 64;
   static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
+  static_assert(kRecvDepth >= kSendDepth, "a peer's full send queue of SENDs would meet RNR");
+  // Every WR that fills the queue's last kSignalEvery slots is signaled
+  // (post_send_locked): a full queue holds a completion to reap.
+  static_assert(kSignalEvery > 0 && kSignalEvery <= kSendDepth, "a full send queue could hold no signaled WR");
+  static_assert(kSlotSize > kLinkMessageLen, "an oversized SEND must fit a receive slot, to be seen and refused");
 
   // Creates PD, completion channel, CQs and an RC QP in INIT, posts the
   // receive ring (slots of `recv_slot_size` bytes) and picks a random 24-bit
@@ -216,7 +222,7 @@ class VerbsLink final : public Link {
     return device == port_.device && (port == 0 || port == port_.port);
   }
 
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".
   std::string failure_reason() const;
   std::string describe() const override;
@@ -242,11 +248,11 @@ class VerbsLink final : public Link {
   uint8_t* recv_slot(uint32_t slot) const { return ring_ + static_cast<size_t>(slot) * recv_slot_size_; }
   bool init(std::string* why);
   // Posts one send WR under sq_mu_ (held by the caller), waiting for room.
-  bool post_send_locked(void* wr);
+  bool post_send_locked(void* wr) SMCR_REQUIRES(sq_mu_);
   // Waits (bounded, reaping send completions) until one more WR fits.
-  bool wait_room_locked();
-  bool drain_locked(const std::function<void(std::span<const uint8_t>)>& on_message);
-  bool reap_send_locked(bool* progressed);
+  bool wait_room_locked() SMCR_REQUIRES(sq_mu_);
+  bool drain_locked(const std::function<void(std::span<const uint8_t>)>& on_message) SMCR_REQUIRES(drain_mu_);
+  bool reap_send_locked(bool* progressed) SMCR_REQUIRES(sq_mu_);
   bool post_recv(uint32_t slot);
   // Polls the receive CQ; delivers into on_message. False on link failure.
   bool poll_recv(const std::function<void(std::span<const uint8_t>)>& on_message, bool* got_any);
@@ -275,25 +281,25 @@ class VerbsLink final : public Link {
   VerbsEce ece_;
   std::string ece_status_;
 
-  std::mutex sq_mu_;           // SQ posting and send-CQ reaping
-  uint64_t send_seq_ = 0;           // WRs posted (the last one's sequence number)
-  uint64_t completed_seq_ = 0;      // every WR up to this one is complete
+  Mutex sq_mu_;           // SQ posting and send-CQ reaping
+  uint64_t send_seq_ SMCR_GUARDED_BY(sq_mu_) = 0;       // WRs posted (the last one's sequence number)
+  uint64_t completed_seq_ SMCR_GUARDED_BY(sq_mu_) = 0;  // every WR up to this one is complete
   std::atomic<uint64_t> completed_id_{0};  // completed_seq_, readable without sq_mu_
-  uint64_t last_signaled_seq_ = 0;
+  uint64_t last_signaled_seq_ SMCR_GUARDED_BY(sq_mu_) = 0;
   // Released staging buffers, freed once completed_seq_ passes the number.
-  std::deque<std::pair<uint64_t, std::unique_ptr<Staging>>> retired_;
+  std::deque<std::pair<uint64_t, std::unique_ptr<Staging>>> retired_ SMCR_GUARDED_BY(sq_mu_);
 
-  std::mutex drain_mu_;        // receive CQ, channel events, pending_
-  std::deque<std::vector<uint8_t>> pending_;  // drained by wait_message for later
-  bool armed_ = false;
+  Mutex drain_mu_;        // receive CQ, channel events, pending_
+  std::deque<std::vector<uint8_t>> pending_ SMCR_GUARDED_BY(drain_mu_);  // drained by wait_message for later
+  bool armed_ SMCR_GUARDED_BY(drain_mu_) = false;
 
-  std::mutex mr_mu_;           // local RMBs and remote staging buffers
-  std::vector<LocalMr> local_mrs_;
-  std::map<std::pair<uint32_t, uint64_t>, std::unique_ptr<Staging>> staging_;  // (rkey, vaddr)
+  Mutex mr_mu_;           // local RMBs and remote staging buffers
+  std::vector<LocalMr> local_mrs_ SMCR_GUARDED_BY(mr_mu_);
+  std::map<std::pair<uint32_t, uint64_t>, std::unique_ptr<Staging>> staging_ SMCR_GUARDED_BY(mr_mu_);  // (rkey, vaddr)
 
   std::atomic<bool> failed_{false};
-  mutable std::mutex fail_mu_;
-  std::string failure_reason_;
+  mutable Mutex fail_mu_;
+  std::string failure_reason_ SMCR_GUARDED_BY(fail_mu_);
 
   std::atomic<uint64_t> c_bytes_written_{0}, c_writes_{0}, c_writes_inline_{0}, c_msgs_sent_{0},
       c_msgs_recv_{0}, c_send_comps_{0}, c_sq_waits_{0}, c_cq_events_{0};

@@ -271,7 +271,7 @@ bool send_marker(int engine_end, std::span<const int> fds, char kind) {
   h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
   std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
   for (;;) {
-    ssize_t n = ::sendmsg(engine_end, &m, MSG_NOSIGNAL);
+    ssize_t n = sys::sendmsg(engine_end, &m, MSG_NOSIGNAL);
     if (n == 1) return true;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -293,7 +293,7 @@ int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms, char kind) 
     m.msg_iovlen = 1;
     m.msg_control = control;
     m.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(app_end, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ssize_t n = sys::recvmsg(app_end, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n > 0) {
       // The marker's byte is the last one read: the receive stopped after it.
       bool wanted = junk[n - 1] == kind;

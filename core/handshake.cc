@@ -5,7 +5,6 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 
 #include "core/clc.h"
 #include "core/connection.h"
+#include "core/cpu_relax.h"
 #include "core/engine.h"
 #include "core/env.h"
 #include "core/fabric_shm.h"
@@ -32,6 +32,7 @@
 #endif
 #include "core/link_group.h"
 #include "core/llc.h"
+#include "core/random.h"
 #include "core/rmb.h"
 #include "core/smc_v2.h"
 #include "core/sys.h"
@@ -52,8 +53,9 @@ uint32_t conn_rmb_size() { return t_rmb_size ? t_rmb_size : handshake_config().r
 
 // Kernel randomness, fetched 256 bytes at a time: a token per connection
 // would otherwise cost a system call per handshake. A forked child's pool
-// is refilled (it must not repeat its parent's tokens).
-uint32_t random_u32() {
+// is refilled (it must not repeat its parent's tokens). False when the
+// kernel gives none (core/random.h): the handshake then declines.
+bool random_u32(uint32_t* out) {
   struct Pool {
     uint32_t words[64];
     size_t left = 0;
@@ -61,21 +63,22 @@ uint32_t random_u32() {
   };
   thread_local Pool pool;
   if (pool.left == 0 || pool.generation != process_generation()) {
-    while (::syscall(SYS_getrandom, pool.words, sizeof pool.words, 0) != static_cast<long>(sizeof pool.words)) {
-    }
+    pool.left = 0;
+    if (!random_bytes(pool.words, sizeof pool.words)) return false;
     pool.left = std::size(pool.words);
     pool.generation = process_generation();
   }
-  uint32_t v = pool.words[--pool.left];
+  *out = pool.words[--pool.left];
   pool.words[pool.left] = 0;  // used once
-  return v;
+  return true;
 }
 
-uint32_t random_nonzero_u24() {
-  uint32_t v;
-  do v = random_u32() & 0xFFFFFF;
-  while (v == 0);
-  return v;
+bool random_nonzero_u24(uint32_t* out) {
+  do {
+    if (!random_u32(out)) return false;
+    *out &= 0xFFFFFF;
+  } while (*out == 0);
+  return true;
 }
 
 // ------------------------------------------------------------ TCP byte I/O
@@ -138,7 +141,7 @@ class ClcSpin {
       return false;
     }
     if (now - start_ >= 5000) sched_yield();
-    else __builtin_ia32_pause();
+    else cpu_relax();
     return true;
   }
 
@@ -308,6 +311,12 @@ HandshakeOutcome decline(int fd, uint32_t code, Fallback why, int64_t deadline, 
            clc::decline_reason(code).data());
   if (!send_all(fd, clc::encode(d), deadline)) return errno == ETIMEDOUT ? terminate(why, ETIMEDOUT) : send_failed();
   return fallback(why, code);
+}
+
+// This side cannot make the secrets or identifiers a connection needs
+// (random.h logged why, once): a Decline, as for any local failure.
+HandshakeOutcome decline_no_randomness(int fd, int64_t deadline, uint8_t version = 1) {
+  return decline(fd, clc::decline::kInternalError, Fallback::kInternal, deadline, version);
 }
 
 // A protocol error (RFC 7609 C.5): once both ends offered SMC-R, what the
@@ -613,7 +622,7 @@ std::optional<llc::ConfirmLink> await_confirm_link(int fd, Link* link, const clc
 // Our Accept or Confirm: the link we name (GID, MAC, QPN, PSN, MTU) and our
 // RMB (RToken, RMBE index 1, Bsize) with a fresh alert token.
 clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIdentity& link, uint32_t psn,
-                               const LocalRmb& rmb) {
+                               const LocalRmb& rmb, uint32_t alert_token) {
   clc::AcceptConfirm m;
   m.type = type;
   m.first_contact = first_contact;
@@ -623,12 +632,20 @@ clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIde
   m.qpn = link.qpn;
   m.rmb_rkey = rmb.rkey;
   m.rmbe_index = 1;
-  m.rmbe_alert_token = random_u32() | 1;
+  m.rmbe_alert_token = alert_token;
   m.rmbe_size_code = rmb::encode_size(rmb.size);
   m.mtu_code = link.mtu_code;
   m.rmb_vaddr = rmb.vaddr;
   m.psn = psn;
   return m;
+}
+
+// Drawn before the RMB and link it will name are set up: a handshake that
+// cannot have one declines with nothing to undo.
+bool new_alert_token(uint32_t* token) {
+  if (!random_u32(token)) return false;
+  *token |= 1;
+  return true;
 }
 
 // A connection's RMBs as each link of its group names them (RKeys are per link).
@@ -826,6 +843,11 @@ struct SecondLink {
 std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRmb& rmb, const clc::AcceptConfirm& conf,
                                                  uint32_t peer_size) {
   const int timeout = handshake_config().llc_timeout_ms;
+  uint32_t link_user_id = 0;
+  if (!random_u32(&link_user_id)) {
+    SMCR_LOG(1, "ADD LINK: no random link user id: the group keeps one link");
+    return std::nullopt;
+  }
   auto alt = verbs_alternate_port(first->port(), nullptr);
   const VerbsPort& port = alt ? *alt : first->port();
   std::string why;
@@ -888,7 +910,7 @@ std::optional<SecondLink> server_add_second_link(VerbsLink* first, const LocalRm
   // CONFIRM LINK over the new link proves its path (RFC 3.5.1.6.3).
   auto cl = naming<llc::ConfirmLink>(*l2);
   cl.link_num = kSecondLinkNum;
-  cl.link_user_id = random_u32();
+  cl.link_user_id = link_user_id;
   cl.max_links = max_links();
   if (!post_llc(l2, llc::encode(cl))) return delete_second("cannot send CONFIRM LINK on the new link");
   m = next_llc(l2, timeout);
@@ -934,6 +956,8 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   if (req->mtu_code < 1 || req->mtu_code > 5) return reject(llc::AddLink::kReasonInvalidMtu, "invalid MTU");
   if (req->link_num == 0 || g->slot_of_link_num(req->link_num) >= 0 || max_links() < 2)
     return reject(llc::AddLink::kReasonNoAlternatePath, "no room for another link");
+  uint32_t link_user_id = 0;
+  if (!random_u32(&link_user_id)) return reject(llc::AddLink::kReasonNoAlternatePath, "no random link user id");
   // RFC 3.5.1.6.2: symmetric if both have a second device; asymmetric if
   // only one side has; a second link between the same two devices would be
   // parallel, which the RFC forbids.
@@ -986,7 +1010,7 @@ void client_add_second_link(LinkGroup* g, VerbsLink* first, const clc::AcceptCon
   auto reply = naming<llc::ConfirmLink>(*l2);
   reply.reply = true;
   reply.link_num = cl->link_num;
-  reply.link_user_id = random_u32();
+  reply.link_user_id = link_user_id;
   reply.max_links = std::min(cl->max_links, max_links());
   int slot = g->add_link(std::move(l.link), req->link_num, local, remote);
   if (slot < 0) return;
@@ -1035,13 +1059,15 @@ const HandshakeConfig& handshake_config() {
 static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::AcceptConfirm& acc, uint32_t peer_size,
                                                  int64_t deadline, FabricSetup* fs) {
   const ShmIdentity& id = shm_identity();
+  uint32_t qpn = 0, psn = 0;
+  if (!random_nonzero_u24(&qpn) || !random_nonzero_u24(&psn)) return decline_no_randomness(fd, deadline);
   if (!shm_alloc_rmb(conn_rmb_size(), &fs->rmb))
     return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   ShmHello hello;
   hello.server_qpn = acc.qpn;
   hello.server_rkey = acc.rmb_rkey;
   hello.server_vaddr = acc.rmb_vaddr;
-  hello.client_qpn = random_nonzero_u24();
+  hello.client_qpn = qpn;
   hello.client_rkey = fs->rmb.rkey;
   hello.client_vaddr = fs->rmb.vaddr;
   hello.client_rmb_size = fs->rmb.size;
@@ -1057,7 +1083,7 @@ static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::Accep
   fs->gid = id.gid;
   fs->mac = id.mac;
   fs->qpn = hello.client_qpn;
-  fs->psn = random_nonzero_u24();
+  fs->psn = psn;
   fs->mtu_code = acc.mtu_code;
   return std::nullopt;
 }
@@ -1119,6 +1145,8 @@ static std::optional<HandshakeOutcome> verbs_client_setup(int fd, const VerbsPor
 // RMB, announce ours, then Confirm naming the group's link. No CONFIRM LINK.
 static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const clc::AcceptConfirm& acc,
                                                   uint32_t peer_size, int64_t deadline) {
+  uint32_t token = 0;
+  if (!new_alert_token(&token)) return decline_no_randomness(fd, deadline);
   ConnRmbs rmbs;
   if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &rmbs))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
@@ -1127,7 +1155,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
     return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   }
   clc::AcceptConfirm conf =
-      rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())]);
+      rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())], token);
   if (acc.v2) conf.v2 = v2::confirm_for(acc, g->local().gid);
   g->expect_token(conf.rmbe_alert_token);
   // SMCR_TEST_CONFIRM_DELAY_MS (fault injection for tests, default 0): a
@@ -1185,6 +1213,11 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
+  // The Proposal names us by this identity.
+  if (!id.ok) return decline_no_randomness(fd, deadline);
+  // Without the engine thread nothing would ever serve the connection's
+  // link: it would hang at its first wait for the peer.
+  if (!Engine::get().thread_running()) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
 
   // The Proposal names one GID: ours on the shm fabric for a peer on this
   // host, the RoCE v2 GID of our interface otherwise (or when told to).
@@ -1291,6 +1324,8 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
     return o;
   }
 
+  uint32_t token = 0, link_user_id = 0;
+  if (!new_alert_token(&token) || !random_u32(&link_user_id)) return decline_no_randomness(fd, deadline, answer_version);
   FabricSetup fs;
   std::optional<HandshakeOutcome> failed;
   if (shm_gid_is_local(acc->gid)) {
@@ -1307,7 +1342,7 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   if (failed) return *failed;
 
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
-  clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, local, fs.psn, fs.rmb);
+  clc::AcceptConfirm conf = rmb_message(clc::Type::kConfirm, false, local, fs.psn, fs.rmb, token);
   if (v2) conf.v2 = v2::confirm_for(*acc, fs.gid);
   if (!send_all(fd, clc::encode(conf), deadline)) return send_failed();
 
@@ -1325,7 +1360,7 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
   reply.sender_gid = fs.gid;
   reply.sender_qpn = fs.qpn;
   reply.link_num = cl->link_num;
-  reply.link_user_id = random_u32();
+  reply.link_user_id = link_user_id;
   reply.max_links = std::min(cl->max_links, max_links());
   if (v2) {
     const v2::GroupLimits limits = v2::limits_of(*acc->v2);
@@ -1376,12 +1411,13 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
 static std::optional<HandshakeOutcome> shm_server_prepare(int fd, int64_t deadline, FabricSetup* fs) {
   if (!Engine::get().serve_shm_rendezvous())
     return decline(fd, clc::decline::kNoSmcDevice, Fallback::kNoFabric, deadline);
+  if (!random_nonzero_u24(&fs->psn)) return decline_no_randomness(fd, deadline);
   if (!shm_alloc_rmb(conn_rmb_size(), &fs->rmb))
     return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
   fs->qpn = ShmRendezvous::instance().expect(fs->rmb.rkey, fs->rmb.vaddr, fs->rmb.handle);
+  if (fs->qpn == 0) return decline_no_randomness(fd, deadline);
   fs->gid = shm_identity().gid;
   fs->mac = shm_identity().mac;
-  fs->psn = random_nonzero_u24();
   fs->mtu_code = 5;
   return std::nullopt;
 }
@@ -1494,11 +1530,13 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   p->group = g;
   p->fd = fd;
   p->deadline = deadline;
+  uint32_t token = 0;
+  if (!new_alert_token(&token)) return decline_no_randomness(fd, deadline, v2_terms ? 2 : 1);
   if (!add_rmb_to_group(g, &p->rmbs))
     return v2_terms ? decline(fd, clc::decline::kRegisterBufferError, Fallback::kResources, deadline, 2)
                     : decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   clc::AcceptConfirm acc =
-      rmb_message(clc::Type::kAccept, false, g->local(), 0, p->rmbs.local[static_cast<size_t>(g->primary_slot())]);
+      rmb_message(clc::Type::kAccept, false, g->local(), 0, p->rmbs.local[static_cast<size_t>(g->primary_slot())], token);
   if (v2_terms) acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, std::nullopt, {}};
   p->token = acc.rmbe_alert_token;
   g->expect_token(p->token);
@@ -1658,6 +1696,9 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const uint8_t answer_version = prop->version;
   if (!allowed) return decline(fd, clc::decline::kConfigError, Fallback::kPolicy, deadline, answer_version);
   if (!have_resources) return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline, answer_version);
+  if (!shm_identity().ok) return decline_no_randomness(fd, deadline, answer_version);
+  if (!Engine::get().thread_running())
+    return decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline, answer_version);
 
   // The server follows the fabric the client's GID names.
   bool shm = prop->offers_smcr_v1 && shm_gid_is_local(prop->gid);
@@ -1685,6 +1726,9 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
     if (o.kind != HandshakeOutcome::Kind::kPending) g->release_hold();
     return o;
   }
+  uint32_t token = 0, link_user_id = 0;
+  if (!new_alert_token(&token) || !random_u32(&link_user_id))
+    return decline_no_randomness(fd, deadline, answer_version);
   FabricSetup fs;
   std::optional<HandshakeOutcome> failed;
   if (shm) {
@@ -1714,7 +1758,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   } abandon{shm, fs.qpn};
 
   LinkIdentity local{fs.gid, fs.mac, fs.qpn, fs.mtu_code};
-  clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb);
+  clc::AcceptConfirm acc = rmb_message(clc::Type::kAccept, true, local, fs.psn, fs.rmb, token);
   acc.ece = fs.ece;
   if (v2_terms) {
     acc.v2 = clc::AcceptConfirmV2{v2_terms->eid, v2::accept_extension(*v2_terms), {}};
@@ -1750,7 +1794,7 @@ HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   req.sender_gid = fs.gid;
   req.sender_qpn = fs.qpn;
   req.link_num = 1;
-  req.link_user_id = random_u32();
+  req.link_user_id = link_user_id;
   req.max_links = max_links();
   if (v2_terms) {
     // Linux's RMBE model (flag 0x03), which a Linux client requires; the

@@ -17,6 +17,8 @@
 #include "core/handoff.h"
 #include "core/llc.h"
 #include "core/log.h"
+#include "core/mutex.h"
+#include "core/random.h"
 #include "core/sys.h"
 
 namespace smcr {
@@ -25,11 +27,19 @@ namespace {
 
 // Lock order: registry, then a group's mu_. A group decides to retire under
 // its own mu_ and leaves the registry afterwards, never holding both.
-std::mutex g_registry_mu;
-std::vector<LinkGroup*>& registry() {
+Mutex g_registry_mu;
+std::vector<LinkGroup*>& registry() SMCR_REQUIRES(g_registry_mu) {
   static auto* groups = new std::vector<LinkGroup*>();
   return *groups;
 }
+
+// Every message on a link is 44 bytes, whichever kind (dispatch).
+static_assert(llc::kMessageLen == kLinkMessageLen && cdc::kMessageLen == kLinkMessageLen);
+// A group never has more links than LLC can number, and one CONFIRM RKEY
+// names a new RMB on every other link (add_rmb_to_group sends no
+// CONTINUATION).
+static_assert(kMaxGroupLinks <= llc::kMaxLinks);
+static_assert(kMaxGroupLinks - 1 <= std::tuple_size_v<decltype(llc::ConfirmRkey{}.other_links)>);
 
 // RFC 7609 8.2: at most 255 RMBs per peer per link group.
 constexpr size_t kMaxPeerRmbs = 255;
@@ -58,7 +68,7 @@ int LinkGroup::add_link(std::unique_ptr<Link> link, uint8_t link_num, const Link
                         const LinkIdentity& remote) {
   // A client's group is registered while its second link is added:
   // acquire_for_client and describe_all read the links under this lock.
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  MutexLock lock(g_registry_mu);
   int slot = slots_used_.load(std::memory_order_relaxed);
   if (slot >= kMaxGroupLinks) return -1;
   GroupLink& l = links_[static_cast<size_t>(slot)];
@@ -121,7 +131,7 @@ void LinkGroup::post_llc(int slot, const std::array<uint8_t, 44>& msg) {
 }
 
 void LinkGroup::register_group(LinkGroup* g) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  MutexLock lock(g_registry_mu);
   registry().push_back(g);
 }
 
@@ -142,9 +152,9 @@ std::string LinkGroup::describe_all() {
   // and a connection's holder may be on its way into the registry lock.
   std::vector<LinkGroup*> groups;
   {
-    std::lock_guard<std::mutex> lock(g_registry_mu);
+    MutexLock lock(g_registry_mu);
     for (LinkGroup* g : registry()) {
-      std::lock_guard<std::mutex> glock(g->mu_);
+      MutexLock glock(g->mu_);
       if (g->retired_ || g->owner_generation_ != process_generation()) continue;
       ++g->users_;
       groups.push_back(g);
@@ -154,7 +164,7 @@ std::string LinkGroup::describe_all() {
   for (LinkGroup* g : groups) {
     std::vector<Connection*> conns;
     {
-      std::lock_guard<std::mutex> glock(g->mu_);
+      MutexLock glock(g->mu_);
       for (auto& [token, c] : g->conns_)
         if (c->try_ref()) conns.push_back(c);
       char buf[400];
@@ -183,7 +193,7 @@ std::string LinkGroup::describe_all() {
 }
 
 LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm, const clc::Gid* v2_client_gid) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  MutexLock lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
     if (g->role_ != Role::kServer || g->peer_ != client || g->shm() != shm || g->rehomed_ ||
         g->owner_generation_ != process_generation())
@@ -191,7 +201,7 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm, co
     if ((g->llc_version_ == llc::v2::kVersion) != (v2_client_gid != nullptr) ||
         (v2_client_gid && g->remote().gid != *v2_client_gid))
       continue;
-    std::lock_guard<std::mutex> glock(g->mu_);
+    MutexLock glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
     if (static_cast<size_t>(g->users_) >= kGroupFullAt || g->peer_rmbs_.size() >= kGroupFullAt) continue;
     ++g->users_;
@@ -210,7 +220,7 @@ bool LinkGroup::serves_client(const clc::PeerId& client, bool shm, const clc::Gi
 
 LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::Gid& gid, const clc::Mac& mac,
                                          uint32_t qpn) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  MutexLock lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
     if (g->role_ != Role::kClient || g->peer_ != server || g->rehomed_ || g->owner_generation_ != process_generation())
       continue;
@@ -220,7 +230,7 @@ LinkGroup* LinkGroup::acquire_for_client(const clc::PeerId& server, const clc::G
       names_a_link |= g->link_up(i) && r.gid == gid && r.mac == mac && r.qpn == qpn;
     }
     if (!names_a_link) continue;
-    std::lock_guard<std::mutex> glock(g->mu_);
+    MutexLock glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
     ++g->users_;
     return g;
@@ -248,7 +258,7 @@ void LinkGroup::maybe_retire_locked() {
 // Leaves the registry and hands the group to the engine to end it.
 static void retire(LinkGroup* g) {
   {
-    std::lock_guard<std::mutex> lock(g_registry_mu);
+    MutexLock lock(g_registry_mu);
     auto& r = registry();
     r.erase(std::remove(r.begin(), r.end(), g), r.end());
   }
@@ -256,12 +266,14 @@ static void retire(LinkGroup* g) {
 }
 
 bool LinkGroup::retire_if_idle(int64_t now_ms) {
+  int64_t idle_ms;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (retired_ || users_ > 0 || idle_since_ms_ == 0 || now_ms - idle_since_ms_ < linger_ms()) return false;
     retired_ = true;
+    idle_ms = now_ms - idle_since_ms_;
   }
-  SMCR_LOG(2, "link group: idle for %lld ms, ending it", static_cast<long long>(now_ms - idle_since_ms_));
+  SMCR_LOG(2, "link group: idle for %lld ms, ending it", static_cast<long long>(idle_ms));
   retire(this);
   return true;
 }
@@ -269,7 +281,7 @@ bool LinkGroup::retire_if_idle(int64_t now_ms) {
 void LinkGroup::release_hold() {
   bool now_retired;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --users_;
     bool was = retired_;
     maybe_retire_locked();
@@ -295,7 +307,9 @@ LinkGroup* LinkGroup::make_carried(Role role, const clc::PeerId& peer, std::uniq
 LinkGroup* LinkGroup::rehome_connection(uint32_t token, std::unique_ptr<Link> link, const RemoteRmb& peer_view) {
   LinkGroup* fresh = make_rehomed(*this, std::move(link));
   {
-    std::scoped_lock lock(mu_, fresh->mu_);
+    // `fresh` is not registered yet: nobody else can take its lock.
+    MutexLock lock(mu_);
+    MutexLock fresh_lock(fresh->mu_);
     auto conn = conns_.find(token);
     // The mapping the connection writes into goes with it: the group's, and
     // used by this connection alone (a mapping shared with an ending
@@ -319,17 +333,17 @@ LinkGroup* LinkGroup::rehome_connection(uint32_t token, std::unique_ptr<Link> li
 }
 
 size_t LinkGroup::connection_count() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return conns_.size();
 }
 
 void LinkGroup::expect_token(uint32_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   early_cdcs_[token];
 }
 
 void LinkGroup::forget_token(uint32_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   early_cdcs_.erase(token);
   if (auto b = early_bells_.find(token); b != early_bells_.end()) {
     sys::close(b->second);
@@ -341,7 +355,7 @@ void LinkGroup::add_connection(uint32_t token, Connection* c) {
   std::vector<std::array<uint8_t, 44>> early;
   int bell = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     conns_[token] = c;
     ++users_;
     idle_since_ms_ = 0;
@@ -364,7 +378,7 @@ void LinkGroup::remove_connection(uint32_t token) {
   Connection* c = nullptr;
   bool now_retired = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = conns_.find(token);
     if (it == conns_.end()) return;
     c = it->second;
@@ -379,29 +393,34 @@ void LinkGroup::remove_connection(uint32_t token) {
 }
 
 bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms) {
-  std::lock_guard<std::mutex> serial(exchange_mu_);
-  std::unique_lock<std::mutex> lock(mu_);
-  if (failed_) return false;
+  MutexLock serial(exchange_mu_);
+  mu_.lock();
+  if (failed_) {
+    mu_.unlock();
+    return false;
+  }
   // A reply is matched by its type, whichever version frames it.
   exchange_type_ = llc_version_ == llc::v2::kVersion && (request[0] >> 4) == llc::v2::kVersion ? request[0] & 0x0F
                                                                                                 : request[0];
   exchange_done_ = false;
   exchange_ok_ = false;
-  lock.unlock();
+  mu_.unlock();
   bool sent = link()->post_message_with_fd(request, attach_fd);
-  lock.lock();
+  mu_.lock();
   if (sent) {
     counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
-    exchange_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return exchange_done_ || failed_.load(); });
+    mu_.wait_for(exchange_cv_, std::chrono::milliseconds(timeout_ms),
+                 [&]() SMCR_REQUIRES(mu_) { return exchange_done_ || failed_.load(); });
   }
   bool ok = sent && exchange_done_ && exchange_ok_;
   exchange_type_ = 0;
+  mu_.unlock();
   return ok;
 }
 
 bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd,
                                  RemoteRmb* mapped) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto s = static_cast<size_t>(slot);
   for (PeerRmb& r : peer_rmbs_) {
     if (r.deleted || !r.tokens.has[s] || r.tokens.rkey[s] != rkey || r.tokens.vaddr[s] != vaddr) continue;
@@ -441,7 +460,7 @@ static bool names(const PeerRmbTokens& t, const RemoteRmb& m) {
 }
 
 void LinkGroup::adopt_peer_mapping(const RemoteRmb& m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (PeerRmb& r : peer_rmbs_) {
     if (!names(r.tokens, m) || r.mapped.addr) continue;
     r.mapped = m;
@@ -450,7 +469,7 @@ void LinkGroup::adopt_peer_mapping(const RemoteRmb& m) {
 }
 
 void LinkGroup::return_peer_rmb(RemoteRmb* m) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!return_peer_rmb_locked(m) && m->addr) link()->release_remote_rmb(m);
 }
 
@@ -478,7 +497,7 @@ bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m, int* memfd) {
 }
 
 bool LinkGroup::take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (failed_ || link_slots() != 1) return false;
   for (auto it = rmb_pool_.begin(); it != rmb_pool_.end(); ++it) {
     if ((*it)[0].size != size) continue;
@@ -490,7 +509,7 @@ bool LinkGroup::take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLin
 }
 
 size_t LinkGroup::pooled_rmbs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return rmb_pool_.size();
 }
 
@@ -499,7 +518,7 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
                                                           int* peer_memfd) {
   std::array<uint32_t, kMaxGroupLinks> rkeys{};
   if (shm()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // The group owns the mappings of the peer's RMBs: a connection's view
     // goes back (the loop below then unmaps only a mapping of its own).
     for (int i = 0; peer && i < link_slots(); ++i) {
@@ -539,7 +558,7 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, k
 }
 
 void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens, const RemoteRmb* mapping) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   PeerRmb r;
   r.tokens = tokens;
   r.claimed = true;
@@ -582,9 +601,10 @@ bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
   }
   if (now_ms - l.last_rx_ms < interval_ms) return true;
   llc::TestLink probe;
-  uint64_t r[2];
-  ::syscall(SYS_getrandom, r, sizeof r, 0);
-  std::memcpy(probe.user_data.data(), r, 16);
+  // No probe rather than one whose echo a stale or forged reply could
+  // match; the link is not blamed for our missing randomness (the next
+  // tick asks again, and a dead link still shows as a failed fd).
+  if (!random_bytes(probe.user_data.data(), probe.user_data.size())) return true;
   l.test_link_data = probe.user_data;
   l.test_link_deadline_ms = now_ms + 2000;  // Linux: 2 s for LLC replies after first contact
   if (!l.link->post_message(wire(probe))) return false;
@@ -611,7 +631,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
     int fd = links_[static_cast<size_t>(slot)].link->take_attached_fd();
     if (r->reply) {
       if (fd >= 0) sys::close(fd);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (exchange_type_ == handoff::kRehomeMessageType) {
         exchange_ok_ = !r->negative;
         exchange_done_ = true;
@@ -621,7 +641,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
     }
     Connection* c = nullptr;
     if (fd >= 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = conns_.find(r->receiver_token);
       if (it != conns_.end() && it->second->try_ref()) c = it->second;
     }
@@ -648,7 +668,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
     if (fd < 0) return;
     Connection* c = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = conns_.find(*token);
       if (it != conns_.end() && it->second->try_ref()) {
         c = it->second;
@@ -688,7 +708,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
       int bell = shm() ? links_[static_cast<size_t>(slot)].link->take_attached_fd() : -1;
       Connection* c = nullptr;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto it = conns_.find(m->alert_token);
         if (it != conns_.end() && it->second->try_ref()) {
           c = it->second;
@@ -810,7 +830,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
   }
   if (auto* k = std::get_if<llc::ConfirmRkey>(&*m)) {
     if (k->reply) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (exchange_type_ == static_cast<uint8_t>(llc::Type::kConfirmRkey)) {
         exchange_ok_ = !k->negative;
         exchange_done_ = true;
@@ -836,7 +856,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       r.tokens.vaddr[static_cast<size_t>(other)] = k->other_links[i].vaddr;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto announced = [&](const PeerRmb& p) {
         return p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
                p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr;
@@ -873,7 +893,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     llc::DeleteRkey reply = *d;
     reply.reply = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto s = static_cast<size_t>(slot);
       for (uint8_t i = 0; i < d->count && i < d->rkeys.size(); ++i) {
         uint32_t rkey = d->rkeys[i];
@@ -926,12 +946,13 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
 
 void LinkGroup::farewell_at_exit(int timeout_ms) {
   auto ours = [](LinkGroup* g) {
+    MutexLock glock(g->mu_);  // the engine thread retires groups
     return g->llc_version_ == llc::v2::kVersion && !g->shm() && g->owner_generation_ == process_generation() &&
            !g->failed_.load() && !g->retired_;
   };
   // No connection left, and the peer has deleted every RMB it announced.
   auto finished = [](LinkGroup* g) {
-    std::lock_guard<std::mutex> glock(g->mu_);
+    MutexLock glock(g->mu_);
     return g->conns_.empty() &&
            std::all_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return r.deleted; });
   };
@@ -939,7 +960,7 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
   for (;;) {
     bool busy = false;
     {
-      std::lock_guard<std::mutex> lock(g_registry_mu);
+      MutexLock lock(g_registry_mu);
       for (LinkGroup* g : registry())
         if (ours(g) && !finished(g)) busy = true;
     }
@@ -947,7 +968,7 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
     timespec ts{0, 5 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
-  std::lock_guard<std::mutex> lock(g_registry_mu);
+  MutexLock lock(g_registry_mu);
   for (LinkGroup* g : registry()) {
     // Only a group the peer has finished with: a DELETE LINK that crosses
     // the peer's own close (its DELETE RKEY flow) is left out; the peer then
@@ -988,7 +1009,7 @@ void LinkGroup::link_down(int slot, bool notify_peer, const char* why) {
   SMCR_LOG(1, "link %u %s: connections move to link %u", l.num, why, link_num_at(survivor));
   std::vector<Connection*> moving;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [token, c] : conns_)
       if (c->try_ref()) moving.push_back(c);
   }
@@ -1011,7 +1032,7 @@ void LinkGroup::fail_all_links() {
   std::vector<Connection*> victims;
   bool now_retired = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [token, c] : conns_)
       if (c->try_ref()) victims.push_back(c);
     exchange_cv_.notify_all();

@@ -18,6 +18,7 @@
 #include "core/clc.h"
 #include "core/fabric.h"
 #include "core/llc.h"
+#include "core/mutex.h"
 
 namespace smcr {
 
@@ -240,17 +241,17 @@ class LinkGroup {
     int users = 0;
     bool deleted = false;  // DELETE RKEY came while a connection still used it
   };
-  void unmap_peer_rmb_locked(PeerRmb* r);
+  void unmap_peer_rmb_locked(PeerRmb* r) SMCR_REQUIRES(mu_);
   // Gives a connection's mapping of the peer's RMB back; false if the group
   // does not know it (the caller unmaps).
-  bool return_peer_rmb_locked(RemoteRmb* r, int* memfd = nullptr);
+  bool return_peer_rmb_locked(RemoteRmb* r, int* memfd = nullptr) SMCR_REQUIRES(mu_);
 
   void handle_llc(int slot, std::span<const uint8_t> msg);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
   // LINK for it on a survivor.
   void link_down(int slot, bool notify_peer, const char* why);
   // With mu_ held: ends the group if nothing uses it and it may end.
-  void maybe_retire_locked();
+  void maybe_retire_locked() SMCR_REQUIRES(mu_);
   void post_llc(int slot, const std::array<uint8_t, 44>& msg);
   void fail_all_links();
 
@@ -261,25 +262,25 @@ class LinkGroup {
   uint64_t owner_generation_;  // a forked child never uses its parent's groups
   std::array<GroupLink, kMaxGroupLinks> links_;
   std::atomic<int> slots_used_{0};  // published after the slot is filled (add_link)
-  std::mutex mu_;
-  std::map<uint32_t, Connection*> conns_;
+  Mutex mu_ SMCR_ACQUIRED_AFTER(exchange_mu_);
+  std::map<uint32_t, Connection*> conns_ SMCR_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
-  bool retired_ = false;
+  bool retired_ SMCR_GUARDED_BY(mu_) = false;
   bool rehomed_ = false;  // make_rehomed: one connection, no subsequent contacts
-  int users_ = 0;  // connections + handshake holds
-  std::vector<PeerRmb> peer_rmbs_;  // announced or in use, until DELETE RKEY
-  std::vector<std::array<LocalRmb, kMaxGroupLinks>> rmb_pool_;  // ours, idle, still known to the peer
-  int64_t idle_since_ms_ = 0;  // server: users_ reached 0 (0: in use)
-  std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_;
+  int users_ SMCR_GUARDED_BY(mu_) = 0;  // connections + handshake holds
+  std::vector<PeerRmb> peer_rmbs_ SMCR_GUARDED_BY(mu_);  // announced or in use, until DELETE RKEY
+  std::vector<std::array<LocalRmb, kMaxGroupLinks>> rmb_pool_ SMCR_GUARDED_BY(mu_);  // ours, idle, still known to the peer
+  int64_t idle_since_ms_ SMCR_GUARDED_BY(mu_) = 0;  // server: users_ reached 0 (0: in use)
+  std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_ SMCR_GUARDED_BY(mu_);
   // Readiness sockets (core/cdc_mem.h) that arrived before their connection.
-  std::map<uint32_t, int> early_bells_;
+  std::map<uint32_t, int> early_bells_ SMCR_GUARDED_BY(mu_);
   bool draining_others_ = false;  // engine thread: a failover validation is draining the other links
 
-  std::mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)
+  Mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)
   std::condition_variable exchange_cv_;
-  uint8_t exchange_type_ = 0;  // LLC type awaited, 0 = none (guarded by mu_)
-  bool exchange_done_ = false;
-  bool exchange_ok_ = false;
+  uint8_t exchange_type_ SMCR_GUARDED_BY(mu_) = 0;  // LLC type awaited, 0 = none
+  bool exchange_done_ SMCR_GUARDED_BY(mu_) = false;
+  bool exchange_ok_ SMCR_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace smcr

@@ -292,7 +292,7 @@ void write_stats_locked(const char* dir, bool always) {
   snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
   char tmp[520];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = static_cast<int>(::syscall(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   int err = 0;
   if (fd < 0) {
     err = errno;
@@ -341,11 +341,12 @@ void write_stats_file_from_exit() {
   t.add(path);
   t.add(".tmp");
   tmp[t.len] = 0;
-  int fd = static_cast<int>(::syscall(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd >= 0) {
     bool ok = sys::write(fd, text, n) == static_cast<ssize_t>(n);
     sys::close(fd);
-    if (!ok || ::syscall(SYS_rename, tmp, path) != 0) ::syscall(SYS_unlink, tmp);
+    // The *at forms: aarch64 has no rename, unlink or open system calls.
+    if (!ok || ::syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, path, 0) != 0) ::syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
   }
   g_stats_writing.store(false, std::memory_order_release);
 }

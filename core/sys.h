@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,8 +59,15 @@ inline ssize_t recvmsg(int fd, struct msghdr* m, int flags) { return ::syscall(S
 inline int recvmmsg(int fd, struct mmsghdr* v, unsigned n, int flags) {
   return static_cast<int>(::syscall(SYS_recvmmsg, fd, v, n, flags, nullptr));
 }
+// ppoll: the one every architecture has (aarch64 has no poll system call).
 inline int poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
-  return static_cast<int>(::syscall(SYS_poll, fds, n, timeout_ms));
+  struct timespec ts, *limit = nullptr;
+  if (timeout_ms >= 0) {
+    ts.tv_sec = timeout_ms / 1000;
+    ts.tv_nsec = static_cast<long>(timeout_ms % 1000) * 1000000L;
+    limit = &ts;
+  }
+  return static_cast<int>(::syscall(SYS_ppoll, fds, n, limit, nullptr, 0));
 }
 inline int socket(int domain, int type, int proto) { return static_cast<int>(::syscall(SYS_socket, domain, type, proto)); }
 inline int socketpair(int domain, int type, int proto, int sv[2]) {
@@ -198,6 +206,11 @@ inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::sysc
 inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }
 inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
   return static_cast<int>(::syscall(SYS_epoll_ctl, epfd, op, fd, ev));
+}
+// epoll_pwait with no mask: the one every architecture has (aarch64 has no
+// epoll_wait system call).
+inline int epoll_wait(int epfd, struct epoll_event* events, int max, int timeout_ms) {
+  return static_cast<int>(::syscall(SYS_epoll_pwait, epfd, events, max, timeout_ms, nullptr, 0));
 }
 inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
 inline int fstat(int fd, struct stat* st) { return static_cast<int>(::syscall(SYS_fstat, fd, st)); }

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cerrno>
+
 namespace smcr::threads {
 namespace {
 
@@ -87,6 +89,7 @@ bool start_detached(void* (*fn)(void*), void* arg, const char* name, size_t stac
   if (rc == 0) return true;
   if constexpr (kForkSafeStartsOnly) end_start();
   delete start;
+  errno = rc;  // pthread_create's error, for the caller's message
   return false;
 }
 

@@ -27,7 +27,7 @@ inline constexpr bool kForkSafeStartsOnly = false;
 #endif
 
 // Starts fn(arg) on a new detached thread named `name` (stack_bytes 0: the
-// default size). False if the system would not give one.
+// default size). False, with errno set, if the system would not give one.
 bool start_detached(void* (*fn)(void*), void* arg, const char* name, size_t stack_bytes = 0);
 
 // Installs the fork gate's handler. Called first thing in the shim's

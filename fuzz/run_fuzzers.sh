@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in build-fuzz/ and runs each for N seconds
 # (default 20). Exits non-zero if any target finds a crash, leak or
-# sanitizer report; the reproducer lands in build-fuzz/artifacts/.
+# sanitizer report (or, for the stateful targets, an invariant violation);
+# the reproducer lands in build-fuzz/artifacts/. Each target starts from its
+# checked-in seeds (fuzz/corpus/<target>/, written by the target itself with
+# --write-seeds=DIR) plus what earlier runs left in build-fuzz/corpus/.
 #   usage: fuzz/run_fuzzers.sh [seconds]
 set -euo pipefail
 
@@ -16,9 +19,12 @@ cmake --build "$build" -j "$(nproc)"
 
 mkdir -p "$build/artifacts"
 failed=()
-for target in clc llc cdc; do
+for target in clc llc cdc cdc_sequence llc_sequence cdc_control_page; do
   corpus="$build/corpus/$target"
   mkdir -p "$corpus"
+  if [[ -d "$root/fuzz/corpus/$target" ]]; then
+    cp "$root/fuzz/corpus/$target"/* "$corpus"/
+  fi
   echo "=== ${target}_fuzz for ${seconds}s"
   if ! "$build/${target}_fuzz" "$corpus" \
       -max_len=1100 -max_total_time="$seconds" -timeout=10 \

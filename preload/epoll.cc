@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/connection.h"
+#include "core/cpu_relax.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "core/spin_backoff.h"
@@ -522,7 +523,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_even
   if (spin) {
     int64_t deadline = start + budget;
     for (uint32_t i = 1;; ++i) {
-      for (int p = 0; p < 8; ++p) __builtin_ia32_pause();
+      for (int p = 0; p < 8; ++p) cpu_relax();
       if (g->has_parked()) {
         n = g->collect(events, maxevents);
         if (n > 0) {

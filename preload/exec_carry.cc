@@ -264,7 +264,7 @@ void prepare(const std::vector<std::pair<int, Connection*>>& carry, exec_inherit
   // The application's numbers of each connection.
   std::vector<std::pair<Connection*, std::vector<int>>> conns;
   for (auto [fd, c] : carry) {
-    auto it = std::find_if(conns.begin(), conns.end(), [c](const auto& e) { return e.first == c; });
+    auto it = std::find_if(conns.begin(), conns.end(), [conn = c](const auto& e) { return e.first == conn; });
     if (it == conns.end()) {
       conns.push_back({c, {fd}});
     } else {

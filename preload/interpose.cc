@@ -262,6 +262,15 @@ void share_connection(int fd, Connection* c) {
   if (Connection* old = fd_table().set(fd, c)) old->unref();
 }
 
+// `to`, a duplicate just made of `from` (no connection there), names the
+// same socket: what the table knows of it goes with it. Without its kind a
+// TCP socket connected through the duplicate never tried SMC-R.
+void copy_fd_entry(int from, int to) {
+  fd_table().set_kind(to, fd_table().kind(from));
+  fd_table().set_buffers(to, fd_table().buffers(from));
+  fd_table().add_flags(to, fd_table().flags(from) & smcr::preload::kFdDefaultOptions);
+}
+
 // Makes `fd` fail like a reset TCP connection: RST to the peer, and the
 // number holds an unconnected socket the application will close.
 void reset_socket(int fd) {
@@ -401,9 +410,18 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
       if (bufs.sndbuf) o.conn->set_send_limit(bufs.sndbuf);
       // Sets that watch the TCP socket must watch the readiness socket.
       smcr::preload::EarlyRegistrations early = smcr::preload::epoll_unhook_before_takeover(fd);
-      install(fd, o.conn, res, accept_flags);
+      bool taken = install(fd, o.conn, res, accept_flags);
+      // Not taken: the registrations go back on the TCP socket, still there.
       if (!early.empty()) smcr::preload::epoll_rehook_after_takeover(real_function(g_real.epoll_ctl, "epoll_ctl"), fd, early);
-      return 0;
+      if (taken) return 0;
+      // As a connection reset during CLC (below).
+      if (!client) {
+        smcr::sys::abort_tcp(fd);
+        return 0;
+      }
+      reset_socket(fd);
+      errno = ECONNRESET;
+      return -1;
     }
     case smcr::HandshakeOutcome::Kind::kFallback:
       smcr::count_fallback(o.reason);
@@ -567,6 +585,9 @@ int connect_plain(int fd, const struct sockaddr* addr, socklen_t len, smcr::Fall
 }  // namespace
 
 extern "C" {
+// The interposed libc entry points: the only symbols the shim exports
+// (preload/exports.map; everything else is compiled hidden).
+#pragma GCC visibility push(default)
 
 int socket(int domain, int type, int protocol) {
   REAL(socket);
@@ -908,6 +929,7 @@ int fcntl(int fd, int cmd, ...) {
     int rc = real_fcntl(fd, cmd, arg);
     if (rc < 0) return rc;
     if (c) share_connection(rc, c.c);
+    else copy_fd_entry(fd, rc);
     smcr::preload::exec_inherit::duplicated(fd, rc);
     return rc;
   }
@@ -1103,6 +1125,7 @@ int dup(int fd) {
   int rc = real_dup(fd);
   DupRef c(fd);
   if (c && rc >= 0) share_connection(rc, c.c);
+  else if (rc >= 0) copy_fd_entry(fd, rc);
   if (rc >= 0) smcr::preload::exec_inherit::duplicated(fd, rc);
   return rc;
 }
@@ -1135,13 +1158,8 @@ int dup3(int oldfd, int newfd, int flags) {
     }
   }
   int rc = real_dup3(oldfd, newfd, flags);
-  if (rc >= 0 && c) {
-    share_connection(rc, c.c);
-  } else if (rc >= 0) {
-    fd_table().set_kind(rc, fd_table().kind(oldfd));
-    fd_table().set_buffers(rc, fd_table().buffers(oldfd));
-    fd_table().add_flags(rc, fd_table().flags(oldfd) & smcr::preload::kFdDefaultOptions);
-  }
+  if (rc >= 0 && c) share_connection(rc, c.c);
+  else if (rc >= 0) copy_fd_entry(oldfd, rc);
   if (rc >= 0) smcr::preload::exec_inherit::duplicated(oldfd, rc);
   return rc;
 }
@@ -1320,6 +1338,10 @@ int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int vlen, int flags) {
 // it wait for the handover; if it does not come they are replaced by a
 // socket that reads end-of-file, rather than handing the new program bytes
 // that are not the peer's.
+#pragma GCC visibility pop
+}  // extern "C"
+
+// C++ helpers of the exec family (C++ linkage, not exported).
 namespace {
 // Returns the environment to exec with: `envp`, or a copy naming the TCP
 // sockets of handed-over connections that survive the exec
@@ -1408,6 +1430,9 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
 }
 }  // namespace
 
+extern "C" {
+#pragma GCC visibility push(default)
+
 int execve(const char* path, char* const argv[], char* const envp[]) {
   REAL(execve);
   smcr::preload::exec_inherit::ExecEnvironment env;
@@ -1444,6 +1469,7 @@ pid_t fork() {
   return real_fork();
 }
 
+#pragma GCC visibility pop
 }  // extern "C"
 
 namespace {
@@ -1485,6 +1511,7 @@ auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bo
 }  // namespace
 
 extern "C" {
+#pragma GCC visibility push(default)
 
 int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
@@ -1659,6 +1686,7 @@ int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, cons
   return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);
 }
 
+#pragma GCC visibility pop
 }  // extern "C"
 
 // --- stdio. A FILE that glibc makes on a descriptor (fdopen) reads, writes
@@ -1876,6 +1904,7 @@ int close_fd_range(unsigned int first, unsigned int last, int flags) {
 }  // namespace
 
 extern "C" {
+#pragma GCC visibility push(default)
 
 FILE* fdopen(int fd, const char* mode) {
   REAL(fdopen);
@@ -1970,4 +1999,5 @@ int dup2(int oldfd, int newfd) {
   return dup3(oldfd, newfd, 0);
 }
 
+#pragma GCC visibility pop
 }  // extern "C"

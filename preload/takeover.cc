@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -88,15 +89,37 @@ void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_opt
   c->attach_fds(r.app_end, r.engine_end, nonblocking);
 }
 
+// dup3 onto a number the application holds. EBUSY is another thread's
+// open() between taking that number and installing its file: it passes.
+int dup3_onto(int from, int to, int flags) {
+  for (int tries = 0;; ++tries) {
+    int rc = sys::dup3(from, to, flags);
+    if (rc >= 0 || (errno != EINTR && errno != EBUSY) || tries >= 1000) return rc;
+    sched_yield();
+  }
+}
+
 }  // namespace
 
-void install(int fd, Connection* c, const Reserved& r, int accept_flags) {
+bool install(int fd, Connection* c, const Reserved& r, int accept_flags) {
   auto [status, fdflags] = descriptor_modes(fd, accept_flags);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
   attach(c, r, status & O_NONBLOCK, fd_table().flags(fd) & kFdDefaultOptions);
   Connection* old = fd_table().set(fd, c);
   if (old) old->unref();
-  sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+  if (dup3_onto(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) return true;
+  // The number still holds the TCP socket: its calls must not reach the
+  // connection, and the connection, which the peer already uses, cannot
+  // go back to TCP. It ends as a handshake that failed late: reset (the
+  // caller resets the TCP socket at the number).
+  int err = errno;
+  if (Connection* mine = fd_table().take(fd)) {
+    if (mine->drop_user_fd()) mine->app_close(true);
+    else mine->unref();
+  }
+  log_write(0, "fd %d: the readiness socket cannot take the number (dup3: %s): connection reset", fd, strerror(err));
+  errno = err;
+  return false;
 }
 
 bool defer_confirm_enabled() {
@@ -307,7 +330,7 @@ namespace {
 // The readiness socket takes `fd` (not readable, not writable) and the
 // registry knows `a` by it; the TCP socket stays at r.tcp.
 // `accept_flags`: as install()'s.
-void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf,
+bool install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf,
                        int accept_flags) {
   // A forked child could not finish an accept its parent's engine is
   // finishing (its relay threads stay with the parent): fork() settles them
@@ -330,10 +353,18 @@ void install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   // The number keeps kFdDefaultOptions: conclude_locked then need not read
   // the four options back (setsockopt clears it before an option reaches
   // the TCP socket).
-  uint8_t defaults = fd_table().flags(fd) & kFdDefaultOptions;
+  uint8_t kind = fd_table().kind(fd), flags = fd_table().flags(fd);
+  uint8_t defaults = flags & kFdDefaultOptions;
   fd_table().set_kind(fd, kFdAccepting);
   fd_table().add_flags(fd, defaults);
-  sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+  if (dup3_onto(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) return true;
+  // The number still holds the TCP socket: as it was, in the table too.
+  int err = errno;
+  unregister_locked(a.get());
+  fd_table().set_kind(fd, kind);
+  fd_table().add_flags(fd, flags);
+  log_write(0, "fd %d: the readiness socket cannot take the number (dup3: %s): connection reset", fd, strerror(err));
+  return false;
 }
 
 }  // namespace
@@ -368,8 +399,15 @@ bool start_threaded(int fd, const Reserved& r, uint32_t sndbuf, uint32_t short_f
     g_threaded.fetch_sub(1);
     return false;
   }
-  install_accepting(a, fd, r, sndbuf, accept_flags);
   a->threaded = true;
+  if (!install_accepting(a, fd, r, sndbuf, accept_flags)) {
+    // The job waits for `hold`, and will find nobody to serve. The TCP
+    // socket (at the number too) is reset now: its handshake ends at once
+    // and accept() or connect() hands over a reset connection, never one
+    // whose CLC bytes the application could read.
+    a->state = Accepting::kClosed;
+    sys::abort_tcp(r.tcp);
+  }
   return true;
 }
 
@@ -398,7 +436,17 @@ bool start_connecting_threaded(int fd, const Reserved& r, ClientContinuation* ha
 void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint32_t sndbuf, int accept_flags) {
   counters().confirm_deferred.fetch_add(1, std::memory_order_relaxed);
   auto a = std::make_shared<Accepting>();
-  install_accepting(a, fd, r, sndbuf, accept_flags);
+  if (!install_accepting(a, fd, r, sndbuf, accept_flags)) {
+    // As a Confirm that never came, now: the peer and the number (still
+    // the TCP socket) see a reset.
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->state = Accepting::kClosed;
+    sys::abort_tcp(a->res.tcp);
+    HandshakeOutcome o;
+    finish_confirm(handshake, a->res.tcp, INT64_MAX, &o);
+    conclude_locked(a.get(), o);
+    return;
+  }
   a->handshake = handshake;
   // The TCP socket itself: every way the handshake ends (conclude_locked)
   // ends this watch before the connection's own watch_tcp registers the

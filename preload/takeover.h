@@ -29,7 +29,9 @@ Reserved reserve(int fd);
 // socket lives on at the reserved number (it still carries FIN/RST).
 // `accept_flags`: accept4()'s SOCK_NONBLOCK/SOCK_CLOEXEC when `fd` was just
 // accepted (the application has not seen it: its flags are those), else -1.
-void install(int fd, Connection* c, const Reserved& r, int accept_flags = -1);
+// False (errno set) when the number could not be taken: `c` is closed
+// abortively, and the TCP socket still at `fd` is the caller's to reset.
+bool install(int fd, Connection* c, const Reserved& r, int accept_flags = -1);
 
 // --- deferred accept (HandshakeRequest::may_defer_confirm)
 

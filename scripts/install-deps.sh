@@ -10,7 +10,8 @@ set -euo pipefail
 PKGS=(
   build-essential g++ cmake pkg-config
   libbpf-dev bpftool clang-14 llvm-14 libclang-rt-14-dev libelf-dev zlib1g-dev
-  libibverbs-dev librdmacm-dev libabsl-dev
+  libibverbs-dev libabsl-dev
+  g++-12-aarch64-linux-gnu   # scripts/check-aarch64.sh (ctest static.aarch64)
   libgtest-dev googletest
   redis-server redis-tools sockperf
   nginx-light curl wrk iperf3

@@ -66,13 +66,14 @@ check "100 connections shared one link group per side (first contact once, 99 su
 # fewer per connection than passing both alone). The client's FIN is sent
 # by a second thread, which a loaded machine may delay until the echo has
 # been read: that CDC then moves the consumer cursor too, and that server
-# sends its socket after all; hence "at most half" (it was 0 of 100 here;
-# passing both alone made 200).
+# sends its socket after all (0 of 100 on an idle machine, up to 66 with
+# the test suite and fuzzers beside it); hence "at most one alone per
+# connection": every client's rode its request (passing both alone made 200).
 run_pair "100 sequential one-request connections" "--max-conns 100" "--bytes 64 --conns 100 --sequential"
 check "100 one-request connections intact" [ "$(field ok "$OUT")" = 100 ]
 check "100 one-request connections: all SMC-R" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]
-check "100 one-request connections: readiness sockets mostly on CDCs ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
-  [ "$(stat_sum bells_on_cdc)" -ge 100 -a "$(stat_sum bells_sent)" -le 50 ]
+check "100 one-request connections: readiness sockets on CDCs ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
+  [ "$(stat_sum bells_on_cdc)" -ge 100 -a "$(stat_sum bells_sent)" -le 100 ]
 
 # One connection after another: the server's group outlives each one
 # (SMCR_LGR_LINGER_MS), and RMBs whose connection closed in order are used

@@ -85,7 +85,8 @@ TEST(Close, PeerCloseWithPendingSendResets) {
 }
 
 TEST(Close, PassiveAbortFromAnyStateBeforeC) {
-  for (S s : {S::kActive, S::kPeerCloseWait1, S::kPeerCloseWait2, S::kAppCloseWait1, S::kAppCloseWait2}) {
+  for (S s : {S::kActive, S::kPeerCloseWait1, S::kPeerCloseWait2, S::kAppFinCloseWait, S::kAppCloseWait1,
+              S::kAppCloseWait2}) {
     CloseTransition t = close_transition(s, E::kPeerAbort, {});
     EXPECT_EQ(t.next, S::kClosed) << to_string(s);
     EXPECT_TRUE(t.actions & kActSendAbort) << to_string(s);
@@ -96,6 +97,24 @@ TEST(Close, PassiveAbortFromAnyStateBeforeC) {
   CloseTransition t = close_transition(S::kPeerFinCloseWait, E::kPeerAbort, {});
   EXPECT_EQ(t.next, S::kClosed);
   EXPECT_FALSE(t.actions & kActSendAbort);
+}
+
+// AppFinCloseWait: we sent D, the peer its C; ours has not gone. An abortive
+// close (SO_LINGER 0, or a protocol violation of the peer's) sends A and ends
+// by the peer's A or the timer, and a close with unread data resets, as in
+// the other states before our C. (Found by cdc_sequence_fuzz: the abort was
+// dropped, and the connection stayed in AppFinCloseWait for good.)
+TEST(Close, AppFinCloseWaitMayStillAbort) {
+  uint32_t a;
+  EXPECT_EQ(run(S::kAppFinCloseWait, {E::kAppAbort}, &a), S::kPeerAbortWait);
+  EXPECT_TRUE(a & kActSendAbort);
+  EXPECT_TRUE(a & kActStartTimer);
+  CloseContext ctx;
+  ctx.unread_data = true;
+  CloseTransition t = close_transition(S::kAppFinCloseWait, E::kAppClose, ctx);
+  EXPECT_EQ(t.next, S::kPeerAbortWait);
+  EXPECT_TRUE(t.actions & kActSendAbort);
+  EXPECT_FALSE(t.actions & kActSendClose);
 }
 
 TEST(Close, ActiveAbortWaitsForPeerAbortOrTimer) {

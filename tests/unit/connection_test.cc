@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <chrono>
+#include <future>
 #include <string>
 
 #include "core/cdc.h"
@@ -332,6 +334,34 @@ TEST_F(ConnectionTest, PeerVanishingResetsAfterBufferedData) {
   expect_reset();
 }
 
+// The engine thread never waits for an application thread that holds the
+// connection (a blocking read or write can hold it for seconds): the peer's
+// TCP end and the timer it arms are parked like CDCs and processed by the
+// holder as it lets go.
+TEST_F(ConnectionTest, EngineEventsDoNotWaitForTheConnectionsHolder) {
+  using namespace std::chrono_literals;
+  conn_->lock();
+  auto gone = std::async(std::launch::async, [&] { conn_->on_tcp_peer_gone(); });
+  EXPECT_EQ(gone.wait_for(10s), std::future_status::ready) << "on_tcp_peer_gone waited for the holder";
+  EXPECT_EQ(conn_->timer_deadline(), 0) << "processed before the holder let go";
+  conn_->unlock();
+  gone.wait();
+  int64_t deadline = conn_->timer_deadline();
+  ASSERT_GT(deadline, 0) << "the grace timer is armed once the holder let go";
+
+  conn_->lock();
+  auto timer = std::async(std::launch::async, [&] { conn_->on_timer(deadline); });
+  EXPECT_EQ(timer.wait_for(10s), std::future_status::ready) << "on_timer waited for the holder";
+  conn_->unlock();
+  timer.wait();
+  // No C came within the grace and the peer had read everything: its end
+  // reads as its close (end of file), as over TCP.
+  pollfd p{app_fd_, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  std::string got;
+  EXPECT_EQ(read_app(&got), 0);
+}
+
 TEST_F(ConnectionTest, ReceiverSendsWindowUpdateWhenWriterBlocked) {
   std::string data(1000, 'd');
   memcpy(our_rmb_as_peer_.addr + 4, data.data(), data.size());
@@ -432,6 +462,59 @@ TEST_F(ConnectionTest, OrderlyClosedConnectionLeavesItsRmbInTheGroupsPool) {
   for (size_t i = 0; i < cdcmem::kControlBytes; ++i) ASSERT_EQ(control[i], 0) << "control byte " << i;
   EXPECT_FALSE(group_->take_pooled_rmb(kRmbSize, &again)) << "one RMB, taken once";
   shm_free_rmb(&again[0]);
+}
+
+}  // namespace
+}  // namespace smcr
+
+namespace smcr {
+namespace {
+
+// Found by cdc_sequence_fuzz. After our D (shutdown SHUT_WR) and the peer's
+// C the connection waits in AppFinCloseWait for the application's close; our
+// C has not gone. An abortive close there (SO_LINGER 0) was dropped as if C
+// had been sent: no A, no timer, and the connection stayed in its group for
+// good.
+TEST_F(ConnectionTest, AbortiveCloseAfterOurDoneAndThePeersCloseEndsTheConnection) {
+  ASSERT_EQ(conn_->shutdown(SHUT_WR), 0);
+  auto d = next_cdc();
+  ASSERT_TRUE(d && d->flags.peer_done_writing);
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  barrier();
+  ASSERT_EQ(conn_->state(), CloseState::kAppFinCloseWait);
+  conn_->app_close(true);
+  conn_ = nullptr;
+  auto a = next_cdc();
+  ASSERT_TRUE(a) << "no A after the abortive close";
+  EXPECT_TRUE(a->flags.peer_conn_abort);
+  cdc::Flags fa;
+  fa.peer_conn_abort = true;
+  send_cdc(2, {0, 4}, {0, 4}, fa);
+  barrier();
+  EXPECT_EQ(group_->connection_count(), 0u);
+}
+
+// The same state, and data after the peer's C (a protocol violation): the
+// connection aborts with A, its consumer cursor where the application left
+// it. It sent nothing, and the application's later close then posted a C
+// whose consumer cursor counted the discarded bytes as read.
+TEST_F(ConnectionTest, ProtocolViolationAfterThePeersCloseStillAborts) {
+  ASSERT_EQ(conn_->shutdown(SHUT_WR), 0);
+  ASSERT_TRUE(next_cdc());
+  memcpy(our_rmb_as_peer_.addr + 4, "hello", 5);
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 9}, {0, 4}, f);
+  barrier();
+  ASSERT_EQ(conn_->state(), CloseState::kAppFinCloseWait);
+  send_cdc(2, {0, 14}, {0, 4});  // more data after C
+  auto a = next_cdc();
+  ASSERT_TRUE(a) << "no A after the protocol violation";
+  EXPECT_TRUE(a->flags.peer_conn_abort);
+  EXPECT_FALSE(a->flags.peer_conn_closed);
+  EXPECT_EQ(a->consumer, (cdc::Cursor{0, 4})) << "the unread bytes were not consumed";
 }
 
 }  // namespace
