@@ -340,14 +340,32 @@ get() {  # get CASE KEY LOGFILE: the rest of the first "RESULT CASE KEY ..." lin
 }
 kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 
+# A guest kernel that panicked inside soft-RoCE itself (rdma_rxe's
+# requester allocating a packet from a corrupted slab: "Fatal exception in
+# interrupt"). Seen in CI twice under load, once during the kernel-to-kernel
+# control before any of our processes ran on that guest; never in 9 runs on
+# a quiet machine. Not something a peer in user space can cause or avoid.
+rxe_panicked() { grep -q 'Kernel panic' "$1" && grep -q 'rxe_requester\|rdma_rxe\]' "$1"; }
+
 run_mode() {  # run_mode NAME UEID
-  local name=$1 ueid=$2 L=$TEST_TMP/$1.log t0 t1 rc big
+  local name=$1 ueid=$2 L=$TEST_TMP/$1.log t0 t1 rc big attempt
   big=$([ -n "$ueid" ] && echo $((BIG_MB << 20)) || echo "$BYTES")
-  t0=$(date +%s)
-  SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout $((170 + 3 * big / 1048576)) -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
-  rc=$?
-  t1=$(date +%s)
-  log "[$name] guest pair exited $rc after $((t1 - t0)) s${ueid:+ (UEID $ueid on both guests)}"
+  for attempt in 1 2; do
+    t0=$(date +%s)
+    SMCR_INTEROP_UEID=$ueid "$RUNPAIR" --timeout $((170 + 3 * big / 1048576)) -- bash "$SELF" --guest --- bash "$SELF" --guest >"$L" 2>&1
+    rc=$?
+    t1=$(date +%s)
+    log "[$name] guest pair exited $rc after $((t1 - t0)) s${ueid:+ (UEID $ueid on both guests)}"
+    # One more pair, said out loud, when a guest's kernel died inside rdma_rxe;
+    # a second panic fails the checks below like any other failure.
+    if [ "$rc" != 0 ] && [ "$attempt" = 1 ] && rxe_panicked "$L"; then
+      log "[$name] a guest kernel panicked inside rdma_rxe (soft-RoCE); its trace, then the pair once more:"
+      grep -E 'Kernel panic|RIP:|rxe_[a-z_]+\+' "$L" | head -8 | sed 's/^/  /'
+      cp "$L" "$L.rxe-panic"
+      continue
+    fi
+    break
+  done
   if [ "$rc" = 77 ]; then
     grep -m1 -E 'SKIP' "$L" | sed 's/^/  /'
     return 77
