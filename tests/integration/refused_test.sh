@@ -46,12 +46,16 @@ run - threads
 # spin did not hear it (a loaded machine): its number is then the relay's
 # readiness socket, still plain TCP to the peer (the counters say which).
 check "no thread in the client: the exchange works as TCP ($SERVER, $CLIENT)" \
-  [ "${SERVER% *}" = "server ok" -a "$CLIENT" = "client ok tcp" ]
+  [ "${SERVER% *}" = "server ok" -a "${CLIENT% *}" = "client ok" ]
 check "no thread in the client: no SMC-R, a resources fallback (active $(stat_sum smc_active), passive $(stat_sum smc_passive), resources $(stat_sum fallback.resources))" \
   [ "$(stat_sum smc_active)" = 0 -a "$(stat_sum smc_passive)" = 0 -a "$(stat_sum fallback.resources)" -ge 1 ]
 
 run threads -
-check "no thread in the server: the exchange works as TCP ($SERVER, $CLIENT)" [ "$SERVER" = "server ok tcp" -a "$CLIENT" = "client ok tcp" ]
+# Likewise a client whose server did not answer its Proposal at once (the
+# CLC went on on a thread, connect() returned) relays after the Decline
+# (seen in the ASan build).
+check "no thread in the server: the exchange works as TCP ($SERVER, $CLIENT)" \
+  [ "${SERVER% *}" = "server ok" -a "${CLIENT% *}" = "client ok" ]
 check "no thread in the server: no SMC-R, a resources fallback (active $(stat_sum smc_active), passive $(stat_sum smc_passive), resources $(stat_sum fallback.resources))" \
   [ "$(stat_sum smc_active)" = 0 -a "$(stat_sum smc_passive)" = 0 -a "$(stat_sum fallback.resources)" -ge 1 ]
 
