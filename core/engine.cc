@@ -104,7 +104,7 @@ Engine* g_engine = nullptr;  // set once, by the first get()
 
 Engine* Engine::get_if_started() {
   Engine* e = g_engine;
-  return e && e->started_generation_.load(std::memory_order_acquire) == process_generation() ? e : nullptr;
+  return e && e->thread_running() ? e : nullptr;
 }
 
 Engine& Engine::get() {

@@ -18,12 +18,8 @@
 #include <mutex>
 
 #define SMCR_GUARDED_BY(x) ABSL_GUARDED_BY(x)
-#define SMCR_PT_GUARDED_BY(x) ABSL_PT_GUARDED_BY(x)
 #define SMCR_REQUIRES(...) ABSL_EXCLUSIVE_LOCKS_REQUIRED(__VA_ARGS__)
-#define SMCR_EXCLUDES(...) ABSL_LOCKS_EXCLUDED(__VA_ARGS__)
-#define SMCR_ACQUIRED_BEFORE(...) ABSL_ACQUIRED_BEFORE(__VA_ARGS__)
 #define SMCR_ACQUIRED_AFTER(...) ABSL_ACQUIRED_AFTER(__VA_ARGS__)
-#define SMCR_NO_THREAD_SAFETY_ANALYSIS ABSL_NO_THREAD_SAFETY_ANALYSIS
 
 namespace smcr {
 
@@ -36,16 +32,8 @@ class ABSL_LOCKABLE Mutex {
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { m_.lock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { m_.unlock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return m_.try_lock(); }
-  // For paths the analysis cannot follow (a lock taken through a pointer it
-  // does not know is this one): states the fact, checks nothing at run time.
-  void assert_held() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // Condition-variable waits with this mutex held (held again on return).
-  void wait(std::condition_variable& cv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> l(m_, std::adopt_lock);
-    cv.wait(l);
-    l.release();
-  }
   template <typename Predicate>
   void wait(std::condition_variable& cv, Predicate done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> l(m_, std::adopt_lock);

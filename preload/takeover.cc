@@ -89,14 +89,20 @@ void attach(Connection* c, const Reserved& r, bool nonblocking, bool default_opt
   c->attach_fds(r.app_end, r.engine_end, nonblocking);
 }
 
-// dup3 onto a number the application holds. EBUSY is another thread's
-// open() between taking that number and installing its file: it passes.
-int dup3_onto(int from, int to, int flags) {
+// The readiness socket takes the application's number `fd` (dup3, with
+// the number's close-on-exec flag). EBUSY is another thread's open()
+// between taking that number and installing its file: it passes. On
+// failure (logged; errno kept) the number still holds the TCP socket.
+bool take_number(const Reserved& r, int fd, int fdflags) {
   for (int tries = 0;; ++tries) {
-    int rc = sys::dup3(from, to, flags);
-    if (rc >= 0 || (errno != EINTR && errno != EBUSY) || tries >= 1000) return rc;
+    if (sys::dup3(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) return true;
+    if ((errno != EINTR && errno != EBUSY) || tries >= 1000) break;
     sched_yield();
   }
+  int err = errno;
+  log_write(0, "fd %d: the readiness socket cannot take the number (dup3: %s): connection reset", fd, strerror(err));
+  errno = err;
+  return false;
 }
 
 }  // namespace
@@ -107,7 +113,7 @@ bool install(int fd, Connection* c, const Reserved& r, int accept_flags) {
   attach(c, r, status & O_NONBLOCK, fd_table().flags(fd) & kFdDefaultOptions);
   Connection* old = fd_table().set(fd, c);
   if (old) old->unref();
-  if (dup3_onto(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) return true;
+  if (take_number(r, fd, fdflags)) return true;
   // The number still holds the TCP socket: its calls must not reach the
   // connection, and the connection, which the peer already uses, cannot
   // go back to TCP. It ends as a handshake that failed late: reset (the
@@ -117,7 +123,6 @@ bool install(int fd, Connection* c, const Reserved& r, int accept_flags) {
     if (mine->drop_user_fd()) mine->app_close(true);
     else mine->unref();
   }
-  log_write(0, "fd %d: the readiness socket cannot take the number (dup3: %s): connection reset", fd, strerror(err));
   errno = err;
   return false;
 }
@@ -357,13 +362,11 @@ bool install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   uint8_t defaults = flags & kFdDefaultOptions;
   fd_table().set_kind(fd, kFdAccepting);
   fd_table().add_flags(fd, defaults);
-  if (dup3_onto(r.app_end, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) return true;
+  if (take_number(r, fd, fdflags)) return true;
   // The number still holds the TCP socket: as it was, in the table too.
-  int err = errno;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kind);
   fd_table().add_flags(fd, flags);
-  log_write(0, "fd %d: the readiness socket cannot take the number (dup3: %s): connection reset", fd, strerror(err));
   return false;
 }
 
