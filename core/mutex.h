@@ -7,7 +7,7 @@
 // the mutex is std::mutex underneath, not absl::Mutex: the shim is loaded
 // into programs that do not carry abseil's shared libraries, and a forked
 // child re-initialises some of the shim's mutexes in place
-// (Connection::reset_after_fork), which absl::Mutex does not promise to
+// (Connection::adopt_rehomed), which absl::Mutex does not promise to
 // survive.
 #pragma once
 
