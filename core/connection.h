@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,17 +30,15 @@
 #include "core/close.h"
 #include "core/fabric.h"
 #include "core/handoff.h"
+#include "core/mutex.h"
+#include "core/connection_services.h"
+#include "core/process.h"
 #include "core/spin_backoff.h"
 
 namespace smcr {
 
 class LinkGroup;
 class Connection;
-
-// Increases in a forked child (pthread_atfork): "is this the process that
-// made it?" without a getpid() system call on the data path. Never 0, so a
-// stored 0 can mean "not made yet".
-uint64_t process_generation();
 
 // Deferred arming (preload/epoll.cc). A reader that empties the connection
 // normally arms its wait bit at once, so that the peer rings the readiness
@@ -122,7 +121,9 @@ class Connection {
   // it: the control page, readiness socket and link are the owner's, shared
   // with the child's stale copy. See docs/ARCHITECTURE.md.
   bool foreign() const;
-  void forget_in_child();
+  // Not held: in a forked child the lock is the parent's copy (it may have
+  // been held at the fork); only this process's copy of the object is read.
+  void forget_in_child() SMCR_NO_THREAD_SAFETY_ANALYSIS;
   // In a forked child: true once the owner has handed the connection over
   // (core/handoff.h), waiting a moment while it still holds it; the child's
   // descriptor is then a plain stream socket to the owner's relay.
@@ -130,7 +131,7 @@ class Connection {
   // connection its owner let go of (or will) becomes ours (re-homed) or
   // relayed, waiting for that up to a moment; without, nothing is waited
   // for or claimed.
-  bool handed_over(bool claim);
+  bool handed_over(bool claim) SMCR_NO_THREAD_SAFETY_ANALYSIS;  // child side: not held (see forget_in_child)
   // In a child about to exec: its descriptors that survive must be relayed
   // (the new program cannot map the RMBs): claims that before waiting.
   void claim_for_exec();
@@ -138,7 +139,9 @@ class Connection {
   // --- handover to forked children, owner side (core/handoff.h) ---
   std::atomic<uint32_t>* handoff_word() const { return handoff_; }
   // Offered: every other holder of the application's socket has closed it.
-  bool holders_gone();
+  // Handover thread, while the connection is offered (relayed: nothing
+  // else uses its descriptors).
+  bool holders_gone() SMCR_NO_THREAD_SAFETY_ANALYSIS;
   // Offered and never to be claimed (or no longer usable): closed as the
   // application's close would have.
   void end_offer();
@@ -149,8 +152,8 @@ class Connection {
   // Turns the readiness socket the holders share into a byte stream for a
   // relay: *child_fd our end of it, *own_fd the connection's new app end.
   bool start_relaying(int* child_fd, int* own_fd);
-  bool start_relaying_locked(int* child_fd, int* own_fd);
-  std::array<int, 3> held_fds() const { return {engine_end_, tcp_fd_, peer_bell_fd_}; }
+  bool start_relaying_locked(int* child_fd, int* own_fd) SMCR_REQUIRES(mu_);
+  std::array<int, 3> held_fds() const SMCR_NO_THREAD_SAFETY_ANALYSIS { return {app_.engine_end, tcp_fd_, mem_.peer_bell_fd}; }
   // Engine thread: the peer asks to move this connection to the link whose
   // end `fd` came with its request; `peer_token` is its name for it.
   void on_rehome_request(int fd, uint32_t peer_token);
@@ -185,19 +188,22 @@ class Connection {
   // Whether an exec could take this connection along: shm, alone on its
   // link (or, inherited across fork, about to be: re-homed on our claim),
   // both memfds kept.
-  bool exec_carriable();
+  bool exec_carriable() SMCR_NO_THREAD_SAFETY_ANALYSIS;  // not held: see its definition
   // Holds the connection (the engine paused) and writes its state and its
   // descriptors' current numbers into *r: true, and held until the exec
   // replaces the process (or exec_carry_cancel, if the exec fails).
-  bool exec_carry_begin(exec_carry::Record* r);
-  void exec_carry_cancel();
+  // Held across the exec: taken in exec_carry_begin, let go when the exec
+  // replaces the process or by exec_carry_cancel.
+  bool exec_carry_begin(exec_carry::Record* r) SMCR_NO_THREAD_SAFETY_ANALYSIS;
+  void exec_carry_cancel() SMCR_NO_THREAD_SAFETY_ANALYSIS;
   // In the new program: the connection of *r on `group` (made for it), with
   // our RMB and the peer's mapped again. Referenced once per application
   // number in r->app_fds.
   static Connection* exec_adopt(const exec_carry::Record& r, LinkGroup* group, const LocalRmb& rmb,
                                 const RemoteRmb& peer);
   // Taken over after an exec (exec_adopt).
-  bool carried() const { return carried_; }
+  // Written once, by exec_adopt, before the connection is published.
+  bool carried() const SMCR_NO_THREAD_SAFETY_ANALYSIS { return move_.carried; }
   // Before another program may use the application's socket where the shim
   // cannot take the connection over (a carried connection's fork: sshd's
   // seccomp-sandboxed child; a program spawned by posix_spawn, system() or
@@ -214,8 +220,8 @@ class Connection {
   // from the fd table). Closes the app and engine ends and drops the table's
   // reference; the connection lingers until the peer's C.
   void app_close(bool abortive);
-  void set_linger_abort(bool on) { linger_abort_ = on; }
-  bool linger_abort() const { return linger_abort_; }
+  void set_linger_abort(bool on) { linger_abort_.store(on); }
+  bool linger_abort() const { return linger_abort_.load(); }
   void set_nonblocking(bool nb);
   void set_timeout(bool receive, int ms);
   // SO_ERROR: the reset's error if no call has reported it yet (as TCP's
@@ -304,18 +310,46 @@ class Connection {
   // One line of "key=value" pairs: token, state, addresses, RMBs, bytes.
   std::string describe();
 
- // BasicLockable, so std::lock_guard / std::unique_lock work on a connection.
-  // CDC messages parked while it was held are processed when it is taken
-  // (so nothing else overtakes them: a link failure must not be seen before
-  // the data and C that preceded it) and again as it is released.
-  void lock() {
+  // Holding a connection: CDC messages parked while another thread held it
+  // are processed when it is taken (so nothing else overtakes them: a link
+  // failure must not be seen before the data and C that preceded it) and
+  // again as it is released. Every function named *_locked requires it
+  // (SMCR_REQUIRES(mu_), checked by scripts/check-thread-safety.sh).
+  // Inside, a connection is held with a Hold; tests hold one as an
+  // application thread would.
+  void lock() SMCR_ACQUIRE(mu_) {
     mu_.lock();
     drain_inbox_locked();
   }
-  void unlock();
+  void unlock() SMCR_RELEASE(mu_);
 
  private:
   Connection() = default;
+
+  // std::unique_lock for a connection, which the analysis understands.
+  class SMCR_SCOPED_LOCKABLE Hold {
+   public:
+    explicit Hold(Connection& c) SMCR_ACQUIRE(c.mu_) : c_(c) { c_.lock(); }
+    // Taken already (mu_.try_lock()).
+    Hold(Connection& c, std::adopt_lock_t) SMCR_REQUIRES(c.mu_) : c_(c) {}
+    ~Hold() SMCR_RELEASE() {
+      if (held_) c_.unlock();
+    }
+    void unlock() SMCR_RELEASE() {
+      c_.unlock();
+      held_ = false;
+    }
+    void lock() SMCR_ACQUIRE() {
+      c_.lock();
+      held_ = true;
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    Connection& c_;
+    bool held_ = true;
+  };
   // A parked engine event: a CDC, a link going down (down_slot >= 0;
   // kAllLinks: every link), or the peer's readiness socket.
   struct InboxItem {
@@ -330,12 +364,12 @@ class Connection {
   static constexpr int kAllLinks = 1000;
   static_assert(kAllLinks >= kMaxGroupLinks, "kAllLinks must name no slot");
   void park(const InboxItem& item);
-  void tcp_peer_gone_locked();
-  void timer_locked(int64_t now_ms);
-  void process_item_locked(const InboxItem& item);
+  void tcp_peer_gone_locked() SMCR_REQUIRES(mu_);
+  void timer_locked(int64_t now_ms) SMCR_REQUIRES(mu_);
+  void process_item_locked(const InboxItem& item) SMCR_REQUIRES(mu_);
   // Empties the inbox without acting on it (the connection was re-homed):
   // descriptors closed, a move the peer asks for refused.
-  void discard_inbox_locked();
+  void discard_inbox_locked() SMCR_REQUIRES(mu_);
   // What the inbox holds, emptying it.
   std::vector<InboxItem> take_inbox();
   // Where a CDC came from. The control page always holds the newest CDC
@@ -346,285 +380,341 @@ class Connection {
   // judged by serial arithmetic: the link delivers in order, and on shm it
   // carries only state changes, never 32,768 CDCs behind the page.
   enum class CdcSource : uint8_t { kLink, kMemory };
-  void process_cdc_locked(const cdc::Message& m, CdcSource from = CdcSource::kLink);
-  void link_down_locked(int slot);
+  void process_cdc_locked(const cdc::Message& m, CdcSource from = CdcSource::kLink) SMCR_REQUIRES(mu_);
+  void link_down_locked(int slot) SMCR_REQUIRES(mu_);
   // Moves to another link of the group, writing our bytes in
   // [peer's consumer cursor, replay_end) again; false if there is none.
-  bool fail_over_locked(cdc::Cursor replay_end);
+  bool fail_over_locked(cdc::Cursor replay_end) SMCR_REQUIRES(mu_);
   // Posts a CDC on the current link, remembering which of our CDCs the
   // peer's adapter has acknowledged (the failover validation's SS).
-  bool post_cdc_locked(const cdc::Message& m);
+  bool post_cdc_locked(const cdc::Message& m) SMCR_REQUIRES(mu_);
   // Drops up to `at_most` of the oldest unacknowledged CDCs whose post id is
-  // <= `completed`, advancing tx_seq_acked_.
-  void pop_acked_locked(uint64_t completed, size_t at_most);
-  void drain_inbox_locked();
-  void reset_fields();
-  void peer_lost_locked(const char* why);
+  // <= `completed`, advancing tx_.seq_acked.
+  void pop_acked_locked(uint64_t completed, size_t at_most) SMCR_REQUIRES(mu_);
+  void drain_inbox_locked() SMCR_REQUIRES(mu_);
+  void reset_fields() SMCR_REQUIRES(mu_);
+  void peer_lost_locked(const char* why) SMCR_REQUIRES(mu_);
   // The peer's process ended without an SMC-R close: TCP's end if it had
   // read everything (connection.cc), peer_lost_locked's reset if not.
-  void peer_vanished_locked(const char* why);
-  void shm_link_ended_locked();
-  void release_resources_locked();
+  void peer_vanished_locked(const char* why) SMCR_REQUIRES(mu_);
+  void shm_link_ended_locked() SMCR_REQUIRES(mu_);
+  void release_resources_locked() SMCR_REQUIRES(mu_);
   // The next CDC (a new sequence number) with the current cursors and flags.
-  cdc::Message next_cdc_locked(bool done, bool close, bool abort);
-  bool send_cdc_locked(bool done, bool close, bool abort);
-  void apply_close_event_locked(CloseEvent e);
-  void protocol_violation_locked(const char* what);
-  void maybe_send_consumer_update_locked();
-  void ring_readable_locked();
+  cdc::Message next_cdc_locked(bool done, bool close, bool abort) SMCR_REQUIRES(mu_);
+  bool send_cdc_locked(bool done, bool close, bool abort) SMCR_REQUIRES(mu_);
+  void apply_close_event_locked(CloseEvent e) SMCR_REQUIRES(mu_);
+  void protocol_violation_locked(const char* what) SMCR_REQUIRES(mu_);
+  void maybe_send_consumer_update_locked() SMCR_REQUIRES(mu_);
+  void ring_readable_locked() SMCR_REQUIRES(mu_);
   // `will_sleep`: the calling thread sleeps on the fd next (never parked).
-  void clear_readable_locked(bool will_sleep = false);
+  void clear_readable_locked(bool will_sleep = false) SMCR_REQUIRES(mu_);
   // --- CDCs through memory (core/cdc_mem.h), shm fabric only ---
   // Processes the newest CDC the peer wrote into our control page, if any.
-  void pull_cdc_locked();
+  void pull_cdc_locked() SMCR_REQUIRES(mu_);
   // Asks the peer to ring our readiness socket when data arrives.
-  void arm_readable_locked(bool will_sleep = false);
+  void arm_readable_locked(bool will_sleep = false) SMCR_REQUIRES(mu_);
   // Arms the doorbell although data is waiting (bytes_readable).
-  void arm_for_next_arrival_locked();
+  void arm_for_next_arrival_locked() SMCR_REQUIRES(mu_);
   // The arming itself, shared by the two above: the word in our page, then
   // a CDC published before the peer saw it.
-  void set_data_arming_locked();
+  void set_data_arming_locked() SMCR_REQUIRES(mu_);
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
-  bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved);
+  bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) SMCR_REQUIRES(mu_);
   // We hold the peer's readiness socket and it has not taken it back.
-  bool may_ring_peer_locked(uint8_t* page) const;
+  bool may_ring_peer_locked(uint8_t* page) const SMCR_REQUIRES(mu_);
   // A cursor update goes through memory (the peer's control page, its bell
   // known): publishing one costs no system call unless the peer sleeps.
-  bool cursor_updates_cheap_locked() const;
+  bool cursor_updates_cheap_locked() const SMCR_REQUIRES(mu_);
   // Inside recvv: a data arrival is not rung (the reader is about to take
   // it); on the way out the readiness socket is made to match what is left.
-  void settle_readable_locked();
+  void settle_readable_locked() SMCR_REQUIRES(mu_);
   // Leaves the parked state: the readiness socket made to match (armed, or
   // rung if data is already here).
-  void unpark_locked();
+  void unpark_locked() SMCR_REQUIRES(mu_);
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
-  bool spin_for_data_locked();
+  bool spin_for_data_locked() SMCR_REQUIRES(mu_);
   // Blocking write with a full window: the same watch, for the CDC that
   // reports consumption. True if the peer published.
-  bool spin_for_window_locked();
+  bool spin_for_window_locked() SMCR_REQUIRES(mu_);
   // The watch both share: the control page's version or a parked link
   // message, up to the spin budget; drained when one came.
-  bool watch_control_page_locked(SpinBackoff& backoff);
-  void take_peer_bell_locked(int fd);
-  void set_peer_bell_fd_locked(int fd);
-  void close_inherited_bell();
+  bool watch_control_page_locked(SpinBackoff& backoff) SMCR_REQUIRES(mu_);
+  void take_peer_bell_locked(int fd) SMCR_REQUIRES(mu_);
+  void set_peer_bell_fd_locked(int fd) SMCR_REQUIRES(mu_);
+  void close_inherited_bell() SMCR_NO_THREAD_SAFETY_ANALYSIS;  // child side: see forget_in_child
   // After a write through memory: takes the cache lines the next write of
   // the same size will fill (ownership, not data) while the application
   // is busy elsewhere. The reader last touched them a ring ago; without
   // this the next write's stores wait for them, and the CDC publish (a
   // full fence) waits for those stores.
-  void prefetch_next_write_locked(uint32_t n);
+  void prefetch_next_write_locked(uint32_t n) SMCR_REQUIRES(mu_);
   static constexpr uint32_t kPrefetchAhead = 4096;
   // Takes the readiness socket back from the peer (before a handover);
   // false if a ring of the peer may still be on its way into it.
-  bool revoke_peer_bell_locked();
+  bool revoke_peer_bell_locked() SMCR_REQUIRES(mu_);
   // Waits (up to timeout_ms) until the peer neither rings our readiness
   // socket nor empties it (cdcmem::ringing); false if it still did.
-  bool wait_peer_quiet_locked(int timeout_ms);
+  bool wait_peer_quiet_locked(int timeout_ms) SMCR_REQUIRES(mu_);
   // Sends the engine end of our readiness socket to the peer, alone.
-  void send_bell_locked();
+  void send_bell_locked() SMCR_REQUIRES(mu_);
   // A CDC about to go on the link: whether our bell (still owed) may ride
   // on it (not with C or A: the peer writes to us no more).
-  bool bell_rides_locked(const cdc::Message& m) const;
+  bool bell_rides_locked(const cdc::Message& m) const SMCR_REQUIRES(mu_);
   // Throws away every readiness byte queued on the app end.
-  void drain_readiness_locked();
-  void signal_eof_locked();
-  void signal_reset_locked();
-  void make_unwritable_locked();
-  void make_writable_locked();
-  bool rmbe_eyecatcher_ok() const;
+  void drain_readiness_locked() SMCR_REQUIRES(mu_);
+  void signal_eof_locked() SMCR_REQUIRES(mu_);
+  void signal_reset_locked() SMCR_REQUIRES(mu_);
+  void make_unwritable_locked() SMCR_REQUIRES(mu_);
+  void make_writable_locked() SMCR_REQUIRES(mu_);
+  bool rmbe_eyecatcher_ok() const SMCR_REQUIRES(mu_);
   // Urgent data: the peer's CDC with U names the byte before its producer
   // cursor; POLLPRI/SIGURG come from an AF_UNIX out-of-band byte on the
   // readiness socket while that byte is neither read nor passed.
-  void urgent_arrived_locked(const cdc::Cursor& producer);
-  ssize_t recv_urgent_locked(const iovec* iov, int iovcnt, int flags);
-  void urgent_done_locked();
-  void raise_priority_locked();
-  void lower_priority_locked();
+  void urgent_arrived_locked(const cdc::Cursor& producer) SMCR_REQUIRES(mu_);
+  ssize_t recv_urgent_locked(const iovec* iov, int iovcnt, int flags) SMCR_REQUIRES(mu_);
+  void urgent_done_locked() SMCR_REQUIRES(mu_);
+  void raise_priority_locked() SMCR_REQUIRES(mu_);
+  void lower_priority_locked() SMCR_REQUIRES(mu_);
   // The owner closed its last descriptor while a forked child may hold the
   // application's socket: offer it to the holders instead of closing
   // (core/handoff.h).
-  bool hand_over_locked();
+  bool hand_over_locked() SMCR_REQUIRES(mu_);
   // The application's close once no handover takes the connection.
-  void close_for_app_locked(std::unique_lock<Connection>& lock, bool abortive);
+  void close_for_app_locked(bool abortive) SMCR_REQUIRES(mu_);
   // Peer side of a re-homing: moves to the link `fd` and answers.
-  void rehome_peer_locked(int fd, uint32_t peer_token);
+  void rehome_peer_locked(int fd, uint32_t peer_token) SMCR_REQUIRES(mu_);
   // Child side: takes the re-homed connection (the word says kAdopting).
   // Takes over a connection re-homed to this process, waiting up to
   // marker_wait_ms for its marker.
-  bool adopt_rehomed(int marker_wait_ms);
+  // Not held: its only thread re-initialises the parent's copies of the
+  // locks (the handoff word says kAdopting; other threads wait for it).
+  bool adopt_rehomed(int marker_wait_ms) SMCR_NO_THREAD_SAFETY_ANALYSIS;
   // The fields a re-homed connection's new owner takes from the old one.
   struct HandoverSnapshot;
-  void save_snapshot_locked(HandoverSnapshot* s) const;
-  void load_snapshot(const HandoverSnapshot& s);
+  void save_snapshot_locked(HandoverSnapshot* s) const SMCR_REQUIRES(mu_);
+  void load_snapshot(const HandoverSnapshot& s) SMCR_REQUIRES(mu_);
   // After a move to this process (re-homed, or carried across exec): the
   // readiness socket made to match the connection's state.
-  void settle_after_move_locked();
-  // nonblocking_ from the app end, SO_RCVTIMEO/SO_SNDTIMEO from the TCP socket.
-  void read_descriptor_modes();
+  void settle_after_move_locked() SMCR_REQUIRES(mu_);
+  // app_.nonblocking from the app end, SO_RCVTIMEO/SO_SNDTIMEO from the TCP socket.
+  void read_descriptor_modes() SMCR_REQUIRES(mu_);
   // The connection is done with its RMBs' memfds, or has no room to keep
   // them (settle_memfds_locked).
-  void close_memfds();
+  void close_memfds() SMCR_REQUIRES(mu_);
   // The first data call in a process that has not forked since the
   // connection was made: the memfds an exec or an SCM_RIGHTS receiver
   // needs to take the connection along are kept while the process holds
   // few enough of them (kept_memfd_budget()); beyond, a connection on a
   // link shared with others closes them (one of its own, a re-homed or
   // carried one, always keeps them) and would be relayed instead.
-  void first_use_locked() {
-    if (!memfds_settled_ && (rmb_memfd_ >= 0 || peer_rmb_memfd_ >= 0) && !shared_beyond_process()) [[unlikely]]
+  void first_use_locked() SMCR_REQUIRES(mu_) {
+    if (!fabric_.memfds_settled && (fabric_.rmb_memfd >= 0 || fabric_.peer_rmb_memfd >= 0) && !shared_beyond_process()) [[unlikely]]
       settle_memfds_locked();
   }
-  void settle_memfds_locked();
+  void settle_memfds_locked() SMCR_REQUIRES(mu_);
   // Free room in the peer's RMBE within our send limit, and that window's size.
-  uint32_t send_space_locked() const;
-  uint32_t send_window_locked() const;
+  uint32_t send_space_locked() const SMCR_REQUIRES(mu_);
+  uint32_t send_window_locked() const SMCR_REQUIRES(mu_);
 
+  // Set before the connection is published (create, exec_adopt) and read
+  // without its lock, or atomic.
   std::atomic<int> refs_{0};
   std::atomic<int> user_fds_{1};
   uint64_t owner_generation_ = 0;  // process_generation() of the process that made it
   uint64_t forks_at_create_ = 0;   // handoff::forks_made() when it was made
   std::atomic<uint32_t>* handoff_ = nullptr;  // shared with forked children
-  bool relayed_ = false;           // owner side: offered, re-homed or relayed (the handover thread holds it)
-  bool carried_ = false;           // taken over after an exec (exec_adopt)
+  uint32_t local_token_ = 0;       // alert token the peer puts in CDCs to us
+  int tcp_fd_ = -1;
+  bool active_ = false;            // we were the TCP client
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
-  int64_t claimed_ns_ = 0;         // child side: when this process claimed it (diagnostics)
   std::atomic<bool> rehoming_{false};
   std::atomic<bool> passed_{false};     // mark_passed()
   std::atomic<int> claimant_fd_{-1};    // set_claimant()
-  // Another process may hold the application's socket: a forked child, or
-  // a program spawned from here that takes it over.
-  bool shared_beyond_process() const { return forks_at_create_ != handoff::forks_made() || passed_.load(); }
-  // A handover moved it to another process: nothing of it is ours any more.
-  void forget_moved_locked(std::unique_lock<Connection>& lock);
-  // The new link of a move to another process: the peer's end and the
-  // holder's (SEQPACKET, hidden). Then the peer is asked, over the old link,
-  // to move the connection to it (`peer_end` goes with the request and is
-  // closed here): true once it answered yes.
-  bool make_move_link(int* peer_end, int* holder_end);
-  bool ask_peer_to_move(int peer_end);
-  bool linger_abort_ = false;
-  std::mutex mu_;
-  std::mutex inbox_mu_;
-  std::vector<InboxItem> inbox_;
-  std::atomic<bool> inbox_nonempty_{false};
-  Connection* next_free_ = nullptr;
-
-  LinkGroup* group_ = nullptr;
-  Link* link_ = nullptr;           // the link in slot_
-  int slot_ = 0;
-  int app_fd_ = -1;
-  int engine_end_ = -1;
-  int tcp_fd_ = -1;
-  bool active_ = false;
-  bool nonblocking_ = false;
-  int rcvtimeo_ms_ = -1;
-  int sndtimeo_ms_ = -1;
-
-  int rmb_memfd_ = -1, peer_rmb_memfd_ = -1;  // ConnectionSetup::rmb_memfd, peer_rmb_memfd
-  bool memfds_settled_ = false;  // settle_memfds_locked ran
-  bool memfds_counted_ = false;  // counted against kept_memfd_budget()
-  LocalRmb rmb_;                   // the memory (the owning registration)
-  std::array<LocalRmb, kMaxGroupLinks> rmb_on_{};
-  std::array<RemoteRmb, kMaxGroupLinks> peer_rmb_on_{};
-  // CDCs posted on the current link and not yet known acknowledged
-  // (Link::completed_id), oldest first; their count is bounded by the
-  // link's send queue.
-  static constexpr size_t kUnackedRing = 256;
-  std::array<std::pair<uint64_t, uint16_t>, kUnackedRing> unacked_{};
-  size_t unacked_head_ = 0, unacked_count_ = 0;
-  uint16_t tx_seq_acked_ = 0;      // SS: our last CDC the peer's adapter acknowledged
-  cdc::CursorSpace rx_space_{16384, 4};
-  cdc::CursorSpace tx_space_{16384, 4};
-  uint32_t send_limit_ = 0;        // SO_SNDBUF; 0: the peer's whole RMBE
-  uint32_t local_token_ = 0;
-  uint32_t peer_token_ = 0;
-
-  // CDCs through memory: our control page (the peer's CDCs, our wants), the
-  // version of it last processed, the peer's readiness socket, and what the
-  // last CDC we published said (to know whether data or window moved).
-  uint8_t* rx_control_ = nullptr;
-  uint32_t rx_control_seen_ = 0;
-  uint16_t rx_urgent_seen_ = 0;
-  bool rx_urgent_seen_valid_ = false;
-  int peer_bell_fd_ = -1;
-  // Which file peer_bell_fd_ named when it was set: a forked child checks
-  // before closing its inherited copy (set_peer_bell_fd_locked).
-  uint64_t peer_bell_dev_ = 0, peer_bell_ino_ = 0;
-  // Our readiness socket has not been passed to the peer yet. It goes with
-  // our first CDC on the link, or alone once the peer's data (or window)
-  // has reached us on the link twice: a connection that ends after one
-  // request and one reply never sends it on its own (each link message
-  // wakes the peer's engine).
-  bool bell_owed_ = false;
-  uint8_t link_cdcs_unrung_ = 0;
-  cdc::Cursor link_seen_prod_, link_seen_cons_;  // the cursors of the peer's last link CDC
-  bool rd_armed_ = false, wr_armed_ = false;  // our wait bits are set (maybe claimed since)
-  bool in_reader_ = false;         // recvv holds the connection
-  ReadinessDeferral* deferral_ = nullptr;  // who arms for us (set_deferral)
-  int deferral_key_ = -1;
-  bool parked_ = false;            // unarmed and empty: deferral_ arms before sleeping
-  uint16_t readers_asleep_ = 0;    // blocking reads waiting on the fd (never parked meanwhile)
+  std::atomic<bool> linger_abort_{false};  // SO_LINGER with a zero timeout
   std::atomic<bool> deferral_forbidden_{false};
   std::atomic<int8_t> tcp_cork_{-1}, tcp_nodelay_{-1};
   SpinBackoff spin_backoff_;       // whether a blocking read spins before sleeping
   SpinBackoff window_backoff_;     // whether a blocking write spins before sleeping
-  cdc::Cursor tx_published_prod_, tx_published_cons_;
-  bool tx_published_done_ = false;
+  std::atomic<int64_t> timer_deadline_{0};
+  Connection* next_free_ = nullptr;  // the pool of recycled shells (connection.cc)
 
-  uint64_t tx_bytes_ = 0, rx_bytes_ = 0;
-  uint64_t tx_writes_ = 0;     // data-moving writes (short_flows.h)
-  uint32_t short_flow_key_ = 0;  // destination of an active connection, or 0
-  cdc::Cursor rx_prod_, rx_cons_, rx_cons_sent_;
-  cdc::Cursor tx_prod_, tx_cons_peer_;
-  uint16_t tx_seq_ = 0;
-  uint16_t rx_seq_ = 0;
-  bool rx_seq_seen_ = false;
-
-  bool peer_writer_blocked_ = false;
-  bool peer_requested_update_ = false;
-  bool tx_window_full_ = false;
-  bool sent_done_ = false, sent_close_ = false, sent_abort_ = false;
-  bool peer_done_ = false, peer_closed_ = false;
-  bool aborted_ = false;           // reset: calls fail with ECONNRESET once, then EOF/EPIPE
-  // The error a reset leaves pending (ECONNRESET, or EPIPE after the
-  // peer's FIN), 0 once reported.
+  // Another process may hold the application's socket: a forked child, or
+  // a program spawned from here that takes it over.
+  bool shared_beyond_process() const { return forks_at_create_ != handoff::forks_made() || passed_.load(); }
+  // A handover moved it to another process: nothing of it is ours any more.
+  void forget_moved_locked() SMCR_REQUIRES(mu_);
+  // The new link of a move to another process: the peer's end and the
+  // holder's (SEQPACKET, hidden). Then the peer is asked, over the old link,
+  // to move the connection to it (`peer_end` goes with the request and is
+  // closed here): true once it answered yes.
+  // Why the connection cannot move to another process's link now (not on
+  // one shm link of its own kind, or ended), or null.
+  const char* move_refusal_locked() const SMCR_REQUIRES(mu_);
+  // Why the connection cannot be carried across exec now, or null.
+  const char* exec_carry_refusal_locked() SMCR_REQUIRES(mu_);
+  bool make_move_link(int* peer_end, int* holder_end) SMCR_REQUIRES(mu_);
+  bool ask_peer_to_move(int peer_end) SMCR_REQUIRES(mu_);
   // Unread bytes if the peer's producer cursor were `producer`; nullopt
   // when that cursor is outside our RMBE.
-  std::optional<uint32_t> unread_up_to_locked(const cdc::Cursor& producer) const;
-  int take_reset_error_locked();
-  // A write came after the peer's C: TCP's peer would have answered it
-  // with an RST (EPIPE pending, as after a FIN then RST).
-  bool wrote_after_peer_close_ = false;
-  bool reset_reported_ = false;
-  bool tcp_reset_ = false;         // close the TCP socket with RST
-  bool link_dead_ = false;
-  bool peer_lost_ = false;         // link failed: readable data stays, then ECONNRESET
-  bool tcp_gone_ = false;          // the peer's TCP socket closed before its SMC-R close
-  bool shm_link_gone_ = false;     // the shm link ended: the TCP socket's end decides (shm_link_ended_locked)
-  bool shut_rd_ = false;
-  bool app_closed_ = false;
-  bool released_ = false;
-  uint32_t rd_owed_ = 0;           // doorbell bytes on (or on their way to) the readiness socket
-  // SIOCINQ told the application how much to read (bytes_readable): the
-  // next arrival past `edge_mark_` must wake the socket again, as over TCP.
-  bool edge_wanted_ = false;
-  cdc::Cursor edge_mark_;
-  bool wr_filled_ = false, eof_signalled_ = false, reset_signalled_ = false;
-  bool app_sndbuf_small_ = false;  // app_fd_'s send buffer set to its minimum (fill_readiness_socket)
-  bool eof_deferred_ = false;      // EOF held back behind unread data (see signal_eof_locked)
+  std::optional<uint32_t> unread_up_to_locked(const cdc::Cursor& producer) const SMCR_REQUIRES(mu_);
+  // The error a reset leaves pending (ECONNRESET, or EPIPE after the
+  // peer's FIN), 0 once reported.
+  int take_reset_error_locked() SMCR_REQUIRES(mu_);
+
+  Mutex mu_;
+  Mutex inbox_mu_ SMCR_ACQUIRED_AFTER(mu_);
+  std::vector<InboxItem> inbox_ SMCR_GUARDED_BY(inbox_mu_);
+  std::atomic<bool> inbox_nonempty_{false};
+
+  // The connection's state, by concern, each group a value with its
+  // defaults: reset_fields() assigns fresh ones, so a field added to a
+  // group is reset without anyone remembering to.
+
+  // Where the connection lives: its group and link, its RMB and the
+  // peer's as each link names them.
+  struct FabricState {
+    LinkGroup* group = nullptr;
+    Link* link = nullptr;          // the link in slot
+    int slot = 0;
+    LocalRmb rmb;                  // the memory (the owning registration)
+    std::array<LocalRmb, kMaxGroupLinks> rmb_on{};
+    std::array<RemoteRmb, kMaxGroupLinks> peer_rmb_on{};
+    int rmb_memfd = -1, peer_rmb_memfd = -1;  // ConnectionSetup::rmb_memfd, peer_rmb_memfd
+    bool memfds_settled = false;   // settle_memfds_locked ran
+    bool memfds_counted = false;   // counted against kept_memfd_budget()
+    uint32_t peer_token = 0;       // alert token we put in CDCs to the peer
+    bool link_dead = false;
+    bool shm_link_gone = false;    // the shm link ended: the TCP socket's end decides (shm_link_ended_locked)
+  };
+  FabricState fabric_ SMCR_GUARDED_BY(mu_);
+
+  // The application's side: our ends of the readiness socketpair and the
+  // descriptor modes.
+  struct AppState {
+    int fd = -1;                   // the app end (a duplicate sits at the application's number)
+    int engine_end = -1;
+    bool nonblocking = false;
+    int rcvtimeo_ms = -1;
+    int sndtimeo_ms = -1;
+  };
+  AppState app_ SMCR_GUARDED_BY(mu_);
+
+  // CDCs posted on the current link and not yet known acknowledged
+  // (Link::completed_id), oldest first; their count is bounded by the
+  // link's send queue.
+  static constexpr size_t kUnackedRing = 256;
+
+  // Send side (smc_tx): our writes into the peer's RMBE.
+  struct TxState {
+    cdc::CursorSpace space{16384, 4};
+    cdc::Cursor prod, cons_peer;   // our producer cursor; the peer's consumer cursor as last told
+    uint16_t seq = 0;
+    uint16_t seq_acked = 0;        // SS: our last CDC the peer's adapter acknowledged
+    std::array<std::pair<uint64_t, uint16_t>, kUnackedRing> unacked{};
+    size_t unacked_head = 0, unacked_count = 0;
+    uint32_t send_limit = 0;       // SO_SNDBUF; 0: the peer's whole RMBE
+    bool window_full = false;
+    uint64_t bytes = 0;
+    uint64_t writes = 0;           // data-moving writes (short_flows.h)
+    uint32_t short_flow_key = 0;   // destination of an active connection, or 0
+    // What the last CDC we published said (to know whether data or window moved).
+    cdc::Cursor published_prod, published_cons;
+    bool published_done = false;
+    bool urgent = false;           // the CDC being sent carries P and U
+  };
+  TxState tx_ SMCR_GUARDED_BY(mu_);
+
+  // Receive side (smc_rx): our RMBE and what the peer asked of it.
   enum class Urgent : uint8_t { kNone, kValid, kRead };
-  Urgent rx_urgent_ = Urgent::kNone;
-  cdc::Cursor rx_urgent_mark_;     // the urgent byte in our RMBE
-  uint8_t rx_urgent_byte_ = 0;
-  bool oob_inline_ = false;        // SO_OOBINLINE
-  bool priority_raised_ = false;   // the out-of-band byte sits on the readiness socket
-  bool tx_urgent_ = false;         // the CDC being sent carries P and U
-  bool app_has_read_ = false;      // the application consumed bytes (not just peeked)
-  CloseState state_ = CloseState::kActive;
-  std::atomic<int64_t> timer_deadline_{0};
+  struct RxState {
+    cdc::CursorSpace space{16384, 4};
+    cdc::Cursor prod, cons, cons_sent;  // peer's producer; ours; ours as last told
+    uint16_t seq = 0;
+    bool seq_seen = false;
+    uint64_t bytes = 0;
+    bool peer_writer_blocked = false;
+    bool peer_requested_update = false;
+    // SIOCINQ told the application how much to read (bytes_readable): the
+    // next arrival past `edge_mark` must wake the socket again, as over TCP.
+    bool edge_wanted = false;
+    cdc::Cursor edge_mark;
+    // Urgent data: the byte the peer's CDC with U names, in our RMBE.
+    Urgent urgent = Urgent::kNone;
+    cdc::Cursor urgent_mark;
+    uint8_t urgent_byte = 0;
+    bool oob_inline = false;       // SO_OOBINLINE
+    bool priority_raised = false;  // the out-of-band byte sits on the readiness socket
+    bool app_has_read = false;     // the application consumed bytes (not just peeked)
+  };
+  RxState rx_ SMCR_GUARDED_BY(mu_);
+
+  // CDCs through memory (core/cdc_mem.h): our control page (the peer's
+  // CDCs, our wants), the version of it last processed, and the peer's
+  // readiness socket ("bell").
+  struct MemoryCdcState {
+    uint8_t* control = nullptr;
+    uint32_t control_seen = 0;
+    uint16_t urgent_seen = 0;
+    bool urgent_seen_valid = false;
+    int peer_bell_fd = -1;
+    // Which file peer_bell_fd named when it was set: a forked child checks
+    // before closing its inherited copy (set_peer_bell_fd_locked).
+    uint64_t peer_bell_dev = 0, peer_bell_ino = 0;
+    // Our readiness socket has not been passed to the peer yet. It goes
+    // with our first CDC on the link, or alone once the peer's data (or
+    // window) has reached us on the link twice: a connection that ends after
+    // one request and one reply never sends it on its own (each link
+    // message wakes the peer's engine).
+    bool bell_owed = false;
+    uint8_t link_cdcs_unrung = 0;
+    cdc::Cursor link_seen_prod, link_seen_cons;  // the cursors of the peer's last link CDC
+  };
+  MemoryCdcState mem_ SMCR_GUARDED_BY(mu_);
+
+  // What the readiness socket says, and who arms it (see the top of this file).
+  struct ReadinessState {
+    bool rd_armed = false, wr_armed = false;  // our wait bits are set (maybe claimed since)
+    bool in_reader = false;        // recvv holds the connection
+    ReadinessDeferral* deferral = nullptr;  // who arms for us (set_deferral)
+    int deferral_key = -1;
+    bool parked = false;           // unarmed and empty: deferral arms before sleeping
+    uint16_t readers_asleep = 0;   // blocking reads waiting on the fd (never parked meanwhile)
+    uint32_t rd_owed = 0;          // doorbell bytes on (or on their way to) the readiness socket
+    bool wr_filled = false, eof_signalled = false, reset_signalled = false;
+    bool app_sndbuf_small = false;  // app end's send buffer set to its minimum (fill_readiness_socket)
+    bool eof_deferred = false;     // EOF held back behind unread data (see signal_eof_locked)
+  };
+  ReadinessState ready_ SMCR_GUARDED_BY(mu_);
+
+  // Closing (smc_close): the state machine of core/close.h and what each
+  // side has said or lost.
+  struct CloseFlags {
+    CloseState state = CloseState::kActive;
+    bool sent_done = false, sent_close = false, sent_abort = false;
+    bool peer_done = false, peer_closed = false;
+    bool aborted = false;          // reset: calls fail with ECONNRESET once, then EOF/EPIPE
+    bool reset_reported = false;
+    // A write came after the peer's C: TCP's peer would have answered it
+    // with an RST (EPIPE pending, as after a FIN then RST).
+    bool wrote_after_peer_close = false;
+    bool tcp_reset = false;        // close the TCP socket with RST
+    bool peer_lost = false;        // link failed: readable data stays, then ECONNRESET
+    bool tcp_gone = false;         // the peer's TCP socket closed before its SMC-R close
+    bool shut_rd = false;
+    bool app_closed = false;
+    bool released = false;
+  };
+  CloseFlags close_ SMCR_GUARDED_BY(mu_);
+
+  // Owner side of a move to another process (core/handoff.h, exec_carry.h).
+  struct MoveState {
+    bool relayed = false;          // offered, re-homed or relayed (the handover thread holds it)
+    bool carried = false;          // taken over after an exec (exec_adopt)
+    int64_t claimed_ns = 0;        // child side: when this process claimed it (diagnostics)
+  };
+  MoveState move_ SMCR_GUARDED_BY(mu_);
 };
 
 }  // namespace smcr

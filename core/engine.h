@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/connection_services.h"
+
 namespace smcr {
 
 class LinkGroup;
 class Connection;
 
-class Engine {
+class Engine final : public ConnectionServices {
  public:
   // Starts the thread on first use (again in a forked child). Usable without
   // one (its watches wait for it), but see thread_running.
@@ -27,16 +29,16 @@ class Engine {
   // not give one (then no new connection may become SMC-R: nothing would
   // serve its link).
   bool thread_running() const;
-  void add_group(LinkGroup* g);
+  void add_group(LinkGroup* g) override;
   // Called when the group's last connection is gone: the engine stops
   // watching it and frees it on its own thread.
   void retire_group(LinkGroup* g);
-  void arm_timer(Connection* c);
+  void arm_timer(Connection* c) override;
   // Watches the connection's idle TCP socket for the peer's FIN/RST (its
   // process died or its kernel reset the connection); unwatch_tcp before the
   // socket is closed.
-  void watch_tcp(Connection* c, int tcp_fd);
-  void unwatch_tcp(Connection* c);
+  void watch_tcp(Connection* c, int tcp_fd) override;
+  void unwatch_tcp(Connection* c) override;
   // Calls `step(false)` on the engine thread whenever `fd` is readable or
   // hung up, and `step(true)` once `deadline_ms` (sys::now_ms) has passed. `step` returns true when it is
   // done with `fd` (an expired step must); the watch then ends. `fd` must

@@ -1,6 +1,6 @@
 #include "core/fabric_shm.h"
 
-#include "core/connection.h"  // process_generation
+#include "core/process.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -20,6 +20,13 @@
 #define SMCR_GUARDED_BY(x) ABSL_GUARDED_BY(x)
 #define SMCR_REQUIRES(...) ABSL_EXCLUSIVE_LOCKS_REQUIRED(__VA_ARGS__)
 #define SMCR_ACQUIRED_AFTER(...) ABSL_ACQUIRED_AFTER(__VA_ARGS__)
+// For lock types of their own (Connection's): what a function takes or lets go.
+#define SMCR_ACQUIRE(...) ABSL_EXCLUSIVE_LOCK_FUNCTION(__VA_ARGS__)
+#define SMCR_RELEASE(...) ABSL_UNLOCK_FUNCTION(__VA_ARGS__)
+#define SMCR_TRY_ACQUIRE(...) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(__VA_ARGS__)
+#define SMCR_SCOPED_LOCKABLE ABSL_SCOPED_LOCKABLE
+// A function whose locking the analysis cannot follow; each use says why.
+#define SMCR_NO_THREAD_SAFETY_ANALYSIS ABSL_NO_THREAD_SAFETY_ANALYSIS
 
 namespace smcr {
 

@@ -28,6 +28,7 @@
 #include "core/handoff.h"
 #include "core/log.h"
 #include "core/sys.h"
+#include "preload/dup3_retry.h"
 #include "preload/exec_carry.h"
 #include "preload/fd_table.h"
 #include "preload/unix_peer.h"
@@ -447,7 +448,13 @@ void end_of_file_at(const std::vector<int>& numbers, bool named) {
   if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
   for (int n : numbers) {
     int flags = sys::fcntl(n, F_GETFD);
-    sys::dup3(sv[0], n, flags >= 0 && (flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+    // Not replaced (EINTR and EBUSY are retried): the number keeps the
+    // inherited socket, which only its owner can put right; said, not
+    // closed (a closed number would be the next open()'s).
+    if (dup3_retrying(sv[0], n, flags >= 0 && (flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+      int err = errno;
+      SMCR_LOG(0, "fd %d: cannot put end-of-file in place of an inherited SMC-R socket (dup3: %s)", n, strerror(err));
+    }
   }
   sys::close(sv[0]);
   sys::close(sv[1]);

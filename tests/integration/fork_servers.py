@@ -4,7 +4,7 @@
 # KIND: forkingmixin (socketserver.ForkingTCPServer), late_close, exit_early,
 # inetd_exec (dup2 onto 0/1 + exec cat), read_then_exec, killed,
 # inetd_killed, echo_child. Serves N connections, then waits for its children.
-import os, signal, socket, socketserver, sys, time
+import os, select, signal, socket, socketserver, sys, time
 kind, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 if kind == "forkingmixin":
@@ -24,13 +24,23 @@ if kind == "forkingmixin":
     sys.exit(0)
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", port)); l.listen(16)
-for _ in range(n):
+for i in range(n):
     c, _ = l.accept()
+    # exit_early: the child touches its connection only once the parent has
+    # let go of it -- closed its copy, or, the last child, left with
+    # os._exit -- which it learns as end-of-file on a pipe whose write end
+    # only the parent holds (closed by its close() below, or by its exit).
+    if kind == "exit_early": let_go_r, let_go_w = os.pipe()
     if os.fork() == 0:
         l.close()
+        if kind == "exit_early":
+            os.close(let_go_w)
+            if not select.select([let_go_r], [], [], 30)[0]:
+                print("exit_early child: its parent still held the connection after 30 s", file=sys.stderr, flush=True)
+                os._exit(1)
+            os.close(let_go_r)
         if kind in ("killed", "echo_child", "exit_early"):   # echoes itself (while its parent is killed)
             first = kind == "killed"
-            if kind == "exit_early": time.sleep(0.3)   # its parent has left by then
             while True:
                 b = c.recv(65536)
                 if not b: break
@@ -44,8 +54,14 @@ for _ in range(n):
             if first: c.sendall(first)
         os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
         os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
-    if kind == "late_close": time.sleep(0.3)   # the child is already using it
+    if kind == "exit_early": os.close(let_go_r)
+    # late_close: the subject of the case is a parent that closes its copy
+    # late, while its child already uses the connection (the child's exec
+    # waits for the handover), so this is a sleep, not a wait: nothing the
+    # parent can see says the child is waiting.
+    if kind == "late_close": time.sleep(0.3)
     c.close()
+    if kind == "exit_early" and i < n - 1: os.close(let_go_w)   # the last one's closes with the _exit
 if kind == "exit_early": os._exit(0)   # no destructor: _exit re-homes the unclaimed offer
 if kind in ("killed", "inetd_killed"):
     open(sys.argv[4], "w").close()

@@ -18,6 +18,21 @@
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 
+# wait_exit PID SECONDS WHAT: waits for PID, a background child of this
+# shell (bg), to exit: returns as soon as it has (0), or after SECONDS with
+# a log line and 124 if it has not (it is then left to the cleanup). The
+# test waits for its servers this way, never for a fixed time. The deadline
+# is a sleep exec'd in place of its subshell and ended with SIGKILL: a shell
+# of ours killed by SIGTERM would run the EXIT trap (cleanup) in there.
+wait_exit() {
+  local pid=$1 deadline
+  (exec sleep "$2") & deadline=$!
+  wait -n "$pid" "$deadline"
+  kill -KILL "$deadline" 2>/dev/null; wait "$deadline" 2>/dev/null
+  if kill -0 "$pid" 2>/dev/null; then log "$3 (pid $pid) did not exit within $2 s"; return 124; fi
+  return 0
+}
+
 SCRIPT='
 import errno, os, socket, sys
 host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -62,7 +77,7 @@ run() {  # run plain|smc -> OUT
   local spid=$BG_PID
   wait_port "$port" || { log "server did not start"; return 1; }
   OUT=$($wrap timeout 120 python3 -c "$SCRIPT" 127.0.0.1 "$port" "$1" 2>&1)
-  timeout 30 tail --pid="$spid" -f /dev/null
+  wait_exit "$spid" 30 "the echo server"
   log "$1: $(tr '\n' ' ' <<<"$OUT")"
 }
 
@@ -95,7 +110,7 @@ port=$(free_port); reset_stats
 bg under_smc "$ECHO_TOOL" server --port "$port" --max-conns 1
 spid=$BG_PID; wait_port "$port"
 OUT=$(under_smc timeout 60 python3 -c "$EXEC_SCRIPT" 127.0.0.1 "$port" 2>&1)
-timeout 30 tail --pid="$spid" -f /dev/null; srv_rc=$?
+wait_exit "$spid" 30 "the exec case's echo server"; srv_rc=$?
 log "exec: $OUT"
 check "exec: the SMC-R fd reads end-of-file in the new program" grep -q "exec_read=b''" <<<"$OUT"
 check "exec: the server's side of the connection ended (server exited)" [ "$srv_rc" = 0 ]
@@ -128,7 +143,7 @@ handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
   local spid=$BG_PID
   wait_port "$port" || { log "$2 server did not start"; HOUT=; return 1; }
   HOUT=$(for size in $SIZES; do $wrap timeout 60 python3 -c "$CLIENT" "$port" "$size" 2>&1 | tail -1; done)
-  timeout 30 tail --pid="$spid" -f /dev/null
+  wait_exit "$spid" 30 "the $2 server"
   log "$1 $2: $(tr '\n' ' ' <<<"$HOUT")"
   if [ "$(grep -c '^echo=ok$' <<<"$HOUT")" != 4 ]; then
     log "$1 $2: the server's log (connection events):"
@@ -197,16 +212,19 @@ kill_run() {  # kill_run plain|smc [killed|inetd_killed] -> KOUT (one line per c
     $wrap timeout 60 python3 -c "$CLIENT" "$port" 30000000 0.03 >"$out.$i" 2>&1 &   # about a second
     pids+=($!)
   done
-  wait_file "$ready" 20
-  # Every child has read from its connection (it owns it), and streams on;
-  # or (exec'd cat) every new program has taken its connection over.
+  wait_file "$ready" 20 || log "$1 $kind: the server had not accepted all 4 connections after 20 s"
+  # The kill comes once every child has read from its connection (it owns
+  # it) and streams on, or (exec'd cat) every new program has taken its
+  # connection over: the child's marker file, or the counters (rewritten by
+  # the engine within 250 ms), polled with a deadline; no fixed sleep after.
   local t=0
   if [ "$kind" = killed ]; then
-    until [ "$(ls "$ready".* 2>/dev/null | wc -l)" -ge 4 ] || [ $t -ge 200 ]; do sleep 0.05; t=$((t + 1)); done
+    until [ "$(ls "$ready".* 2>/dev/null | wc -l)" -ge 4 ] || [ $t -ge 400 ]; do sleep 0.05; t=$((t + 1)); done
+    [ $t -lt 400 ] || log "$1 $kind: only $(ls "$ready".* 2>/dev/null | wc -l) of 4 children had read after 20 s"
   elif [ "$1" = smc ]; then
-    until [ "$(stat_sum exec_adopted)" -ge 4 ] || [ $t -ge 200 ]; do sleep 0.05; t=$((t + 1)); done
+    until [ "$(stat_sum exec_adopted)" -ge 4 ] || [ $t -ge 400 ]; do sleep 0.05; t=$((t + 1)); done
+    [ $t -lt 400 ] || log "$1 $kind: only $(stat_sum exec_adopted) of 4 exec'd children had taken over after 20 s"
   fi
-  sleep 0.1
   local parent; parent=$(listener_pid "$port")
   kill -9 "$parent" 2>/dev/null
   local streaming=0
@@ -259,7 +277,7 @@ both_run() {  # both_run plain|smc -> BOUT
   local spid=$BG_PID
   wait_port "$port" || { log "server did not start"; BOUT=; return 1; }
   BOUT=$(for i in $(seq 10); do $wrap timeout 60 python3 -c "$CLIENT" "$port" 2000000 0 fork 2>&1 | tail -1; done)
-  timeout 30 tail --pid="$spid" -f /dev/null
+  wait_exit "$spid" 30 "the echo_child server"
   log "$1 both ends forked: $(sort <<<"$BOUT" | uniq -c | tr '\n' ' ')"
 }
 both_run plain
@@ -299,9 +317,10 @@ die_run() {  # die_run POINT -> DOUT (the client's line), DSECS
   # come after the main thread's and end with an empty line.
   DOUT=$(under_smc timeout 60 python3 -c "$CLIENT" "$port" 3000000 2>&1 | grep -v '^[[:space:]]*$' | tail -1)
   DSECS=$((SECONDS - t0))
-  # The child ends with its connection, whatever became of it.
+  # The child ends with its connection, whatever became of it. Not this
+  # shell's child (its parent was killed): polled, with a deadline.
   local t=0
-  while pgrep -f "python3 -c.*killed $port" >/dev/null && [ $t -lt 100 ]; do sleep 0.1; t=$((t + 1)); done
+  while pgrep -f "python3 -c.*killed $port" >/dev/null && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
   DCHILD_LEFT=$(pgrep -f "python3 -c.*killed $port" | wc -l)
   DERR=$(grep -o "[A-Za-z]*Error: .*" "$TEST_TMP/die_err.$1" | head -1)
   log "parent killed $1: client: $DOUT (${DSECS} s); processes of the server left: $DCHILD_LEFT; child: ${DERR:-no error}"
@@ -363,7 +382,7 @@ addr_run() {  # addr_run plain|smc -> AOUT
   local spid=$BG_PID
   wait_port "$port" || { log "address server did not start"; AOUT=; return 1; }
   AOUT=$($wrap timeout 60 python3 -c "$ADDR_CLIENT" "$port" 2>&1 | tail -1)
-  timeout 30 tail --pid="$spid" -f /dev/null
+  wait_exit "$spid" 30 "the address server"
   log "$1 exec addresses: $AOUT"
 }
 addr_run plain

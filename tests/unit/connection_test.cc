@@ -2,6 +2,7 @@
 // real engine thread) driven by the test acting as its peer: the test writes
 // into the connection's RMBE and sends raw CDC/LLC bytes, including hostile
 // ones, and checks what the application would see.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -33,6 +34,9 @@ constexpr uint32_t kPeerToken = 0xA001;
 
 class ConnectionTest : public ::testing::Test {
  protected:
+  // false: no engine thread serves the link; the test calls the
+  // connection's engine-side entry points itself (ConnectionServices).
+  bool with_engine_ = true;
   void SetUp() override {
     int lk[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
@@ -59,7 +63,7 @@ class ConnectionTest : public ::testing::Test {
     int small = 1;
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     conn_->attach_fds(sv[0], sv[1], /*nonblocking=*/true);
-    Engine::get().add_group(group_);
+    if (with_engine_) Engine::get().add_group(group_);
   }
   void TearDown() override {
     if (conn_) conn_->app_close(true);
@@ -332,6 +336,68 @@ TEST_F(ConnectionTest, PeerVanishingResetsAfterBufferedData) {
   EXPECT_EQ(read_app(&got), 4);
   EXPECT_EQ(got, "tail");
   expect_reset();
+}
+
+// What a connection asked of the engine, recorded instead of done.
+class RecordedServices : public ConnectionServices {
+ public:
+  void arm_timer(Connection*) override { ++timers; }
+  void watch_tcp(Connection*, int) override { ++watches; }
+  void unwatch_tcp(Connection*) override { ++unwatches; }
+  void add_group(LinkGroup*) override { ++groups; }
+  int timers = 0, watches = 0, unwatches = 0, groups = 0;
+};
+
+size_t threads_of_this_process() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// A connection is driven without the engine thread: the test delivers its
+// CDCs, its TCP peer's end and its timer itself, as the engine would, and
+// sees what the engine was asked to do.
+class ConnectionWithoutEngineTest : public ConnectionTest {
+ protected:
+  void SetUp() override {
+    with_engine_ = false;
+    set_connection_services(&services_);
+    threads_before_ = threads_of_this_process();
+    ConnectionTest::SetUp();
+  }
+  void TearDown() override {
+    ConnectionTest::TearDown();
+    set_connection_services(nullptr);
+  }
+  RecordedServices services_;
+  size_t threads_before_ = 0;
+};
+
+TEST_F(ConnectionWithoutEngineTest, CdcsTimerAndPeerGoneComeFromTheTest) {
+  memcpy(our_rmb_as_peer_.addr + 4, "hello", 5);
+  cdc::Message m;
+  m.seq = 1;
+  m.alert_token = kLocalToken;
+  m.producer = {0, 9};
+  m.consumer = {0, 4};
+  conn_->on_cdc(m);
+  std::string got;
+  ASSERT_EQ(read_app(&got, 0), 5) << "the CDC made the data readable at once, no thread between";
+  EXPECT_EQ(got, "hello");
+
+  conn_->on_tcp_peer_gone();
+  EXPECT_EQ(services_.timers, 1) << "the grace timer for the peer's SMC-R close was asked for";
+  int64_t deadline = conn_->timer_deadline();
+  ASSERT_GT(deadline, 0);
+  conn_->on_timer(deadline);
+  // No C came within the grace and the peer had read everything: its end
+  // reads as its close, as over TCP.
+  EXPECT_EQ(read_app(&got, 0), 0);
+  EXPECT_EQ(threads_of_this_process(), threads_before_) << "no engine thread was started";
 }
 
 // The engine thread never waits for an application thread that holds the
