@@ -84,6 +84,9 @@ class Link {
   virtual bool failed() const = 0;
   // One line of "key=value" pairs for diagnostics (device, QP, counters).
   virtual std::string describe() const = 0;
+  // A new RMB of `size` bytes (zeroed) registered with this link, for the
+  // peer to write into (core/rmb.h); free_local_rmb releases it.
+  virtual bool alloc_rmb(uint32_t size, LocalRmb* out) = 0;
   // Deregisters and frees our RMB / drops access to the peer's.
   virtual void free_local_rmb(LocalRmb* rmb) = 0;
   virtual void release_remote_rmb(RemoteRmb* rmb) = 0;

@@ -69,6 +69,7 @@ class ShmLink final : public Link {
   const char* fabric_name() const override { return "shm"; }
   bool failed() const override { return failed_; }
   std::string describe() const override;
+  bool alloc_rmb(uint32_t size, LocalRmb* out) override { return shm_alloc_rmb(size, out); }
   void free_local_rmb(LocalRmb* rmb) override { shm_free_rmb(rmb); }
   void release_remote_rmb(RemoteRmb* rmb) override { shm_unmap_remote(rmb); }
   // One mapping serves every link (the handshake never builds a second shm

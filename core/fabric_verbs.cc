@@ -288,7 +288,7 @@ bool VerbsLink::connect(const clc::Gid& remote_gid, uint32_t remote_qpn, uint32_
   return true;
 }
 
-bool VerbsLink::register_rmb(uint32_t size, LocalRmb* out) {
+bool VerbsLink::alloc_rmb(uint32_t size, LocalRmb* out) {
   if (size == 0) return false;
   size_t len = page_round(size);
   uint8_t* p = map_zeroed(len);

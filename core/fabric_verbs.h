@@ -200,7 +200,7 @@ class VerbsLink final : public Link {
   // Page-aligned zeroed memory registered LOCAL_WRITE|REMOTE_WRITE in this
   // link's PD. The memory belongs to the link: the destructor frees what is
   // still registered.
-  bool register_rmb(uint32_t size, LocalRmb* out);
+  bool alloc_rmb(uint32_t size, LocalRmb* out) override;
 
   bool write_remote(const RemoteRmb& rmb, uint32_t offset, const void* src, size_t len) override;
   bool post_message(std::span<const uint8_t, kLinkMessageLen> msg) override;

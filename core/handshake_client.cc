@@ -112,7 +112,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   ConnRmbs rmbs;
   if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &rmbs))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
-  if (!add_rmb_to_group(g, &rmbs)) {
+  if (!add_rmb_to_group(g, conn_rmb_size(), handshake_config().llc_timeout_ms, &rmbs)) {
     free_conn_rmbs(g, &rmbs);
     return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   }

@@ -442,13 +442,6 @@ bool new_alert_token(uint32_t* token) {
   return true;
 }
 
-// Releases what a failed handshake registered.
-void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
-  g->free_rmbs(&r->local, &r->peer);
-  sys::close_reset(&r->memfd);
-  sys::close_reset(&r->peer_memfd);
-}
-
 // The handshake succeeded on `group`: the RMBs become a connection on the
 // group's primary link.
 HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_token, uint32_t peer_token, int tcp_fd,
@@ -477,93 +470,6 @@ HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_t
            local_token, s.rmbs[static_cast<size_t>(s.slot)].size, s.peer_rmbs[static_cast<size_t>(s.slot)].size,
            group->links_up());
   return o;
-}
-
-// What the peer's RMB is called on each link, from what we know of it.
-PeerRmbTokens tokens_of(const ConnRmbs& r) {
-  PeerRmbTokens t;
-  for (size_t i = 0; i < r.peer.size(); ++i) {
-    if (!r.peer[i].size) continue;
-    t.has[i] = true;
-    t.rkey[i] = r.peer[i].rkey;
-    t.vaddr[i] = r.peer[i].vaddr;
-  }
-  return t;
-}
-
-// Subsequent contact (RFC 3.5.2): a new RMB registered with every link of
-// the group, announced with CONFIRM RKEY (Figure 13; other links' RTokens in
-// the same message) before our Accept/Confirm names it.
-bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r) {
-  // An RMB the peer already knows (its earlier connection ended in order).
-  if (g->shm() && g->take_pooled_rmb(conn_rmb_size(), &r->local)) {
-    counters().rmb_reused.fetch_add(1, std::memory_order_relaxed);
-    r->memfd = r->local[0].handle;  // the memfd its last connection left with it, or -1
-    r->local[0].handle = -1;
-    return true;
-  }
-  int primary = g->primary_slot();
-  LocalRmb& rmb = r->local[static_cast<size_t>(primary)];
-  bool ok;
-  if (g->shm()) {
-    ok = shm_alloc_rmb(conn_rmb_size(), &rmb);
-  } else {
-    ok = verbs_register_rmb(g->link(), conn_rmb_size(), &rmb);
-  }
-  if (!ok) return false;
-  llc::ConfirmRkey announce;
-  announce.rkey = rmb.rkey;
-  announce.vaddr = rmb.vaddr;
-  for (int i = 0; i < g->link_slots(); ++i) {
-    if (i == primary || !g->link_up(i)) continue;
-    LocalRmb& alias = r->local[static_cast<size_t>(i)];
-    if (!g->link_at(i)->register_alias(rmb, &alias) || announce.num_tokens >= announce.other_links.size()) continue;
-    announce.other_links[announce.num_tokens++] = {g->link_num_at(i), alias.rkey, alias.vaddr};
-  }
-  if (!g->llc_exchange(g->wire(announce), g->shm() ? rmb.handle : -1, handshake_config().llc_timeout_ms)) {
-    free_conn_rmbs(g, r);
-    return false;
-  }
-  if (g->shm()) {  // the peer holds its own reference now; ours is kept for an exec
-    r->memfd = rmb.handle;
-    rmb.handle = -1;
-  }
-  return true;
-}
-
-// The peer's RMB that its CONFIRM RKEY announced and its Accept/Confirm
-// names (by its RToken on the primary link), on every link it was given for.
-bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, ConnRmbs* r) {
-  int fd = -1;
-  PeerRmbTokens t;
-  int primary = g->primary_slot();
-  RemoteRmb mapped;
-  if (!g->take_peer_rtoken(primary, rkey, vaddr, &t, &fd, g->shm() ? &mapped : nullptr)) return false;
-  if (g->shm()) {
-    RemoteRmb& p = r->peer[static_cast<size_t>(primary)];
-    if (mapped.addr) {  // an RMB the peer reuses: mapped by an earlier connection
-      if (mapped.size != size) {
-        g->return_peer_rmb(&mapped);
-        sys::close_reset(&fd);
-        return false;
-      }
-      p = mapped;
-      r->peer_memfd = fd;  // the memfd that connection left with it, or -1
-      return true;
-    }
-    p.rkey = rkey;
-    p.vaddr = vaddr;
-    if (fd < 0 || !shm_map_remote(fd, size, &p, &r->peer_memfd)) return false;
-    g->adopt_peer_mapping(p);
-    return true;
-  }
-  for (size_t i = 0; i < t.has.size(); ++i) {
-    if (!t.has[i]) continue;
-    r->peer[i].rkey = t.rkey[i];
-    r->peer[i].vaddr = t.vaddr[i] + uint64_t{index - 1u} * size;
-    r->peer[i].size = size;
-  }
-  return true;
 }
 
 // SMCR_MAX_LINKS=1 keeps groups to one link (no ADD LINK); default 2.
@@ -645,7 +551,6 @@ std::optional<SecondLink> verbs_server_add_second_link(Link*, const LocalRmb&, c
   return std::nullopt;
 }
 
-bool verbs_register_rmb(Link*, uint32_t, LocalRmb*) { return false; }
 #endif
 
 }  // namespace smcr

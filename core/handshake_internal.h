@@ -24,6 +24,7 @@
 #include "core/fabric_shm.h"
 #include "core/handshake.h"
 #include "core/link_group.h"
+#include "core/rmb.h"
 #include "core/spin_backoff.h"
 #include "core/sys.h"
 
@@ -148,25 +149,11 @@ struct FabricSetup {
   }
 };
 
-// A connection's RMBs as each link of its group names them (RKeys are per link).
-struct ConnRmbs {
-  std::array<LocalRmb, kMaxGroupLinks> local{};
-  std::array<RemoteRmb, kMaxGroupLinks> peer{};
-  // shm: both RMBs' memfds, kept for an exec that may take the connection
-  // along (ConnectionSetup); -1 where the RMB came from a pool without one.
-  int memfd = -1;
-  int peer_memfd = -1;
-};
-
 clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIdentity& link, uint32_t psn,
                                const LocalRmb& rmb, uint32_t alert_token);
 bool new_alert_token(uint32_t* token);
-void free_conn_rmbs(LinkGroup* g, ConnRmbs* r);
 HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_token, uint32_t peer_token, int tcp_fd,
                               bool first_contact);
-PeerRmbTokens tokens_of(const ConnRmbs& r);
-bool add_rmb_to_group(LinkGroup* g, ConnRmbs* r);
-bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, ConnRmbs* r);
 
 inline constexpr uint8_t kSecondLinkNum = 2;
 uint8_t max_links();
@@ -217,7 +204,5 @@ std::optional<HandshakeOutcome> verbs_server_complete(int fd, const clc::AcceptC
 // Server, once the first (verbs) link is confirmed.
 std::optional<SecondLink> verbs_server_add_second_link(Link* first, const LocalRmb& rmb,
                                                        const clc::AcceptConfirm& conf, uint32_t peer_size);
-// Subsequent contact on a verbs group: a new RMB registered with `link`.
-bool verbs_register_rmb(Link* link, uint32_t size, LocalRmb* rmb);
 
 }  // namespace smcr

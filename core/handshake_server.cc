@@ -133,7 +133,7 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   p->deadline = deadline;
   uint32_t token = 0;
   if (!new_alert_token(&token)) return decline_no_randomness(fd, deadline, v2_terms ? 2 : 1);
-  if (!add_rmb_to_group(g, &p->rmbs))
+  if (!add_rmb_to_group(g, conn_rmb_size(), handshake_config().llc_timeout_ms, &p->rmbs))
     return v2_terms ? decline(fd, clc::decline::kRegisterBufferError, Fallback::kResources, deadline, 2)
                     : decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   clc::AcceptConfirm acc =

@@ -337,7 +337,7 @@ static VerbsLink* verbs_link_with_rmb(int fd, const VerbsPort& port, int64_t dea
   }
   VerbsLink* v = link.get();
   fs->link = std::move(link);
-  if (!v->register_rmb(conn_rmb_size(), &fs->rmb)) {
+  if (!v->alloc_rmb(conn_rmb_size(), &fs->rmb)) {
     *failed = decline(fd, clc::decline::kNoMemory, Fallback::kResources, deadline);
     return nullptr;
   }
@@ -429,10 +429,6 @@ void verbs_client_add_second_link(LinkGroup* g, Link* first, const clc::AcceptCo
 std::optional<SecondLink> verbs_server_add_second_link(Link* first, const LocalRmb& rmb,
                                                        const clc::AcceptConfirm& conf, uint32_t peer_size) {
   return server_add_second_link(static_cast<VerbsLink*>(first), rmb, conf, peer_size);
-}
-
-bool verbs_register_rmb(Link* link, uint32_t size, LocalRmb* rmb) {
-  return static_cast<VerbsLink*>(link)->register_rmb(size, rmb);
 }
 
 }  // namespace smcr

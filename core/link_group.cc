@@ -41,18 +41,11 @@ static_assert(llc::kMessageLen == kLinkMessageLen && cdc::kMessageLen == kLinkMe
 static_assert(kMaxGroupLinks <= llc::kMaxLinks);
 static_assert(kMaxGroupLinks - 1 <= std::tuple_size_v<decltype(llc::ConfirmRkey{}.other_links)>);
 
-// RFC 7609 8.2: at most 255 RMBs per peer per link group.
-constexpr size_t kMaxPeerRmbs = 255;
 // A server opens another link group with the same client (a first contact)
-// rather than add a connection to a group this close to that limit: the
-// client's count of our RMBs trails ours by the DELETE RKEYs in flight.
-constexpr size_t kGroupFullAt = kMaxPeerRmbs - 15;
-// Idle RMBs a group keeps for reuse (each one RMB of memory, mapped by both
-// processes): SMCR_RMB_POOL, default 64, 0 disables reuse.
-size_t rmb_pool_max() {
-  static const size_t n = static_cast<size_t>(env_long("SMCR_RMB_POOL", 64, 0, 4096));
-  return n;
-}
+// rather than add a connection to a group this close to RFC 7609 8.2's limit
+// of RMBs: the client's count of our RMBs trails ours by the DELETE RKEYs in
+// flight.
+constexpr size_t kGroupFullAt = rmb::PeerTable::kMax - 15;
 
 }  // namespace
 
@@ -290,8 +283,6 @@ void LinkGroup::release_hold() {
   if (now_retired) retire(this);
 }
 
-static bool names(const PeerRmbTokens& t, const RemoteRmb& m);
-
 LinkGroup* LinkGroup::make_rehomed(const LinkGroup& like, std::unique_ptr<Link> link) {
   const GroupLink& l = like.links_[static_cast<size_t>(like.primary_slot())];
   return make_carried(like.role_, like.peer_, std::move(link), l.num, l.local, l.remote);
@@ -306,27 +297,24 @@ LinkGroup* LinkGroup::make_carried(Role role, const clc::PeerId& peer, std::uniq
 
 LinkGroup* LinkGroup::rehome_connection(uint32_t token, std::unique_ptr<Link> link, const RemoteRmb& peer_view) {
   LinkGroup* fresh = make_rehomed(*this, std::move(link));
+  bool moved = false;
   {
     // `fresh` is not registered yet: nobody else can take its lock.
     MutexLock lock(mu_);
     MutexLock fresh_lock(fresh->mu_);
     auto conn = conns_.find(token);
-    // The mapping the connection writes into goes with it: the group's, and
-    // used by this connection alone (a mapping shared with an ending
-    // connection would be unmapped under one of them).
-    auto rmb = std::find_if(peer_rmbs_.begin(), peer_rmbs_.end(), [&](const PeerRmb& r) {
-      return names(r.tokens, peer_view) && r.mapped.addr == peer_view.addr;
-    });
-    if (failed_ || retired_ || conn == conns_.end() || rmb == peer_rmbs_.end() || rmb->users != 1) {
-      delete fresh;  // closes the link's end
-      return nullptr;
+    moved = !failed_ && !retired_ && conn != conns_.end() && peer_rmbs_.move_sole_user(peer_view, &fresh->peer_rmbs_);
+    if (moved) {
+      fresh->conns_[token] = conn->second;  // with the group's reference
+      ++fresh->users_;
+      conns_.erase(conn);
+      // users_ is not decremented: it is the caller's hold now.
     }
-    fresh->peer_rmbs_.push_back(*rmb);
-    peer_rmbs_.erase(rmb);
-    fresh->conns_[token] = conn->second;  // with the group's reference
-    ++fresh->users_;
-    conns_.erase(conn);
-    // users_ is not decremented: it is the caller's hold now.
+  }
+  if (!moved) {
+    // Unlocked: its destructor takes its lock to release what it holds.
+    delete fresh;  // closes the link's end
+    return nullptr;
   }
   register_group(fresh);
   return fresh;
@@ -418,171 +406,8 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   return ok;
 }
 
-bool LinkGroup::take_peer_rtoken(int slot, uint32_t rkey, uint64_t vaddr, PeerRmbTokens* tokens, int* fd,
-                                 RemoteRmb* mapped) {
-  MutexLock lock(mu_);
-  auto s = static_cast<size_t>(slot);
-  for (PeerRmb& r : peer_rmbs_) {
-    if (r.deleted || !r.tokens.has[s] || r.tokens.rkey[s] != rkey || r.tokens.vaddr[s] != vaddr) continue;
-    // Reuse: the peer names an RMB whose earlier connection has ended on its
-    // side. Ours may not have processed that peer's C yet (it travels on the
-    // link, the Accept on TCP), so the mapping may still be in use: it is
-    // shared, and unmapped by the group.
-    if (mapped && r.mapped.addr) {
-      *tokens = r.tokens;
-      *mapped = r.mapped;
-      ++r.users;
-      *fd = r.fd;
-      r.fd = -1;
-      return true;
-    }
-    if (r.claimed) continue;
-    r.claimed = true;
-    ++r.users;
-    *tokens = r.tokens;
-    *fd = r.fd;
-    r.fd = -1;
-    return true;
-  }
-  return false;
-}
-
-void LinkGroup::unmap_peer_rmb_locked(PeerRmb* r) {
-  if (r->mapped.addr) link()->release_remote_rmb(&r->mapped);
-  r->mapped = RemoteRmb{};
-}
-
-// The entry for the peer RMB that `m` maps (by any link's RToken).
-static bool names(const PeerRmbTokens& t, const RemoteRmb& m) {
-  for (size_t i = 0; i < t.has.size(); ++i)
-    if (t.has[i] && t.rkey[i] == m.rkey && t.vaddr[i] == m.vaddr) return true;
-  return false;
-}
-
-void LinkGroup::adopt_peer_mapping(const RemoteRmb& m) {
-  MutexLock lock(mu_);
-  for (PeerRmb& r : peer_rmbs_) {
-    if (!names(r.tokens, m) || r.mapped.addr) continue;
-    r.mapped = m;
-    return;
-  }
-}
-
-void LinkGroup::return_peer_rmb(RemoteRmb* m) {
-  MutexLock lock(mu_);
-  if (!return_peer_rmb_locked(m) && m->addr) link()->release_remote_rmb(m);
-}
-
-bool LinkGroup::return_peer_rmb_locked(RemoteRmb* m, int* memfd) {
-  for (auto it = peer_rmbs_.begin(); it != peer_rmbs_.end(); ++it) {
-    PeerRmb& r = *it;
-    if (!names(r.tokens, *m)) continue;
-    bool ours = r.mapped.addr == m->addr;
-    if (ours) *m = RemoteRmb{};
-    if (ours && memfd && *memfd >= 0 && r.fd < 0 && r.claimed && !r.deleted) {
-      // Kept for long: out of the application's numbers (a connection that
-      // ended before its first data call still had it where it came).
-      r.fd = sys::hide_fd(*memfd);
-      *memfd = -1;
-    }
-    if (r.users > 0) --r.users;
-    if (r.deleted && r.users == 0) {
-      unmap_peer_rmb_locked(&r);
-      if (r.fd >= 0) sys::close(r.fd);
-      peer_rmbs_.erase(it);
-    }
-    return ours;
-  }
-  return false;
-}
-
-bool LinkGroup::take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local) {
-  MutexLock lock(mu_);
-  if (failed_ || link_slots() != 1) return false;
-  for (auto it = rmb_pool_.begin(); it != rmb_pool_.end(); ++it) {
-    if ((*it)[0].size != size) continue;
-    *local = *it;
-    rmb_pool_.erase(it);
-    return true;
-  }
-  return false;
-}
-
-size_t LinkGroup::pooled_rmbs() {
-  MutexLock lock(mu_);
-  return rmb_pool_.size();
-}
-
-std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                          std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable,
-                                                          int* peer_memfd) {
-  std::array<uint32_t, kMaxGroupLinks> rkeys{};
-  if (shm()) {
-    MutexLock lock(mu_);
-    // The group owns the mappings of the peer's RMBs: a connection's view
-    // goes back (the loop below then unmaps only a mapping of its own).
-    for (int i = 0; peer && i < link_slots(); ++i) {
-      RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
-      if (r.addr && !r.alias) return_peer_rmb_locked(&r, i == 0 ? peer_memfd : nullptr);
-    }
-    LocalRmb& ours = (*local)[0];
-    // One link (the handshake builds no second shm link): a pooled RMB
-    // needs no registration on links added since.
-    if (reusable && !failed_ && !retired_ && link_slots() == 1 && ours.addr && ours.control &&
-        rmb_pool_.size() < rmb_pool_max()) {
-      // A fresh start for the next connection: no CDC, no wait bits, no
-      // urgent record (core/cdc_mem.h). Not the ringing count: a sender of
-      // the old connection may still be inside a ring, and its decrement
-      // must find its own increment.
-      cdcmem::reset_for_reuse(ours.control);
-      ours.handle = sys::hide_fd(ours.handle);  // kept for long, as return_peer_rmb_locked's
-      rmb_pool_.push_back(*local);
-      *local = {};
-      counters().rmb_pooled.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < link_slots(); ++i) {
-      LocalRmb& r = (*local)[static_cast<size_t>(i)];
-      if (!r.addr || r.alias != (pass == 0)) continue;
-      rkeys[static_cast<size_t>(i)] = r.rkey;
-      link_at(i)->free_local_rmb(&r);
-    }
-  }
-  for (int i = 0; peer && i < link_slots(); ++i) {
-    RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
-    if (r.size) link_at(i)->release_remote_rmb(&r);
-    r = RemoteRmb{};
-  }
-  return rkeys;
-}
-
-void LinkGroup::note_peer_rmb(const PeerRmbTokens& tokens, const RemoteRmb* mapping) {
-  MutexLock lock(mu_);
-  PeerRmb r;
-  r.tokens = tokens;
-  r.claimed = true;
-  r.users = 1;
-  if (mapping && mapping->addr && !mapping->alias) r.mapped = *mapping;
-  peer_rmbs_.push_back(r);
-}
-
-void LinkGroup::announce_rmb_deleted(const std::array<uint32_t, kMaxGroupLinks>& rkey_by_slot) {
-  if (failed_) return;
-  int slot = primary_slot();
-  if (rkey_by_slot[static_cast<size_t>(slot)] == 0) return;
-  llc::DeleteRkey d;
-  d.count = 1;
-  d.rkeys[0] = rkey_by_slot[static_cast<size_t>(slot)];
-  post_llc(slot, wire(d));
-}
-
 LinkGroup::~LinkGroup() {
-  for (PeerRmb& r : peer_rmbs_) {
-    if (r.fd >= 0) sys::close(r.fd);
-    unmap_peer_rmb_locked(&r);
-  }
-  for (auto& rmbs : rmb_pool_) free_rmbs(&rmbs, nullptr);
+  free_all_rmbs();
   for (auto& [token, fd] : early_bells_) sys::close(fd);
 }
 
@@ -844,40 +669,21 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
     int fd = l.link->take_attached_fd();
     llc::ConfirmRkey reply = *k;
     reply.reply = true;
-    PeerRmb r;
-    r.tokens.has[static_cast<size_t>(slot)] = true;
-    r.tokens.rkey[static_cast<size_t>(slot)] = k->rkey;
-    r.tokens.vaddr[static_cast<size_t>(slot)] = k->vaddr;
+    PeerRmbTokens tokens;
+    tokens.has[static_cast<size_t>(slot)] = true;
+    tokens.rkey[static_cast<size_t>(slot)] = k->rkey;
+    tokens.vaddr[static_cast<size_t>(slot)] = k->vaddr;
     for (size_t i = 0; i < std::min<size_t>(k->num_tokens, k->other_links.size()); ++i) {
       int other = slot_of_link_num(k->other_links[i].link_num);
       if (other < 0 || other == slot) continue;  // a link we do not have: it is down for us
-      r.tokens.has[static_cast<size_t>(other)] = true;
-      r.tokens.rkey[static_cast<size_t>(other)] = k->other_links[i].rkey;
-      r.tokens.vaddr[static_cast<size_t>(other)] = k->other_links[i].vaddr;
+      tokens.has[static_cast<size_t>(other)] = true;
+      tokens.rkey[static_cast<size_t>(other)] = k->other_links[i].rkey;
+      tokens.vaddr[static_cast<size_t>(other)] = k->other_links[i].vaddr;
     }
     {
       MutexLock lock(mu_);
-      auto announced = [&](const PeerRmb& p) {
-        return p.tokens.has[static_cast<size_t>(slot)] && p.tokens.rkey[static_cast<size_t>(slot)] == k->rkey &&
-               p.tokens.vaddr[static_cast<size_t>(slot)] == k->vaddr;
-      };
-      bool duplicate = std::any_of(peer_rmbs_.begin(), peer_rmbs_.end(), announced);
-      if (duplicate && v2) {
-        // Linux reuses an RMB with its RToken unchanged, announcing it again
-        // after its DELETE RKEY (which our connection on it may not have
-        // seen through yet), and takes a repeated announcement as a success.
-        for (PeerRmb& p : peer_rmbs_)
-          if (announced(p) && p.deleted) {
-            p.deleted = false;
-            p.claimed = false;
-          }
-      } else if (peer_rmbs_.size() >= kMaxPeerRmbs || duplicate) {
-        reply.negative = true;
-      } else {
-        r.fd = fd;
-        fd = -1;
-        peer_rmbs_.push_back(r);
-      }
+      // Linux takes a repeated announcement as a success (PeerTable::announce).
+      reply.negative = !peer_rmbs_.announce(static_cast<size_t>(slot), tokens, &fd, /*renew_repeated=*/v2);
     }
     if (fd >= 0) sys::close(fd);
     post_llc(slot, wire(reply));
@@ -897,23 +703,7 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
       auto s = static_cast<size_t>(slot);
       for (uint8_t i = 0; i < d->count && i < d->rkeys.size(); ++i) {
         uint32_t rkey = d->rkeys[i];
-        bool known = false;
-        for (auto it = peer_rmbs_.begin(); it != peer_rmbs_.end();) {
-          if (!it->tokens.has[s] || it->tokens.rkey[s] != rkey) {
-            ++it;
-            continue;
-          }
-          known = true;
-          if (it->users > 0) {
-            it->deleted = true;  // the last connection using it unmaps it
-            ++it;
-            continue;
-          }
-          if (it->fd >= 0) sys::close(it->fd);
-          unmap_peer_rmb_locked(&*it);
-          it = peer_rmbs_.erase(it);
-        }
-        if (!known) {
+        if (!peer_rmbs_.forget(s, rkey, link())) {
           reply.negative = true;
           // Version 1: a bit per RKey, MSB first; version 2 (Linux): how
           // many, with the list zeroed.
@@ -953,8 +743,7 @@ void LinkGroup::farewell_at_exit(int timeout_ms) {
   // No connection left, and the peer has deleted every RMB it announced.
   auto finished = [](LinkGroup* g) {
     MutexLock glock(g->mu_);
-    return g->conns_.empty() &&
-           std::all_of(g->peer_rmbs_.begin(), g->peer_rmbs_.end(), [](const PeerRmb& r) { return r.deleted; });
+    return g->conns_.empty() && g->peer_rmbs_.all_deleted();
   };
   const int64_t deadline = sys::now_ms() + timeout_ms;
   for (;;) {

@@ -19,6 +19,7 @@
 #include "core/fabric.h"
 #include "core/llc.h"
 #include "core/mutex.h"
+#include "core/rmb.h"
 
 namespace smcr {
 
@@ -33,13 +34,6 @@ struct LinkIdentity {
   clc::Mac mac{};
   uint32_t qpn = 0;
   uint8_t mtu_code = 0;
-};
-
-// The peer's RMB as each link of the group names it (RKeys are per link).
-struct PeerRmbTokens {
-  std::array<bool, kMaxGroupLinks> has{};
-  std::array<uint32_t, kMaxGroupLinks> rkey{};
-  std::array<uint64_t, kMaxGroupLinks> vaddr{};
 };
 
 class LinkGroup {
@@ -154,6 +148,8 @@ class LinkGroup {
   // request where the fabric can carry it (shm: the new RMB's memfd). False
   // on timeout, negative reply or link failure.
   bool llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms);
+  // --- RMBs (core/rmb.h: these are defined in rmb_group.cc with the pool
+  // and the table of the peer's RMBs they work on).
   // The peer's RMB that CONFIRM RKEY announced (and, on shm, the RMB fd that
   // came with it), found by its RToken on link `slot`: taken by the
   // handshake whose Accept/Confirm names it.
@@ -180,11 +176,10 @@ class LinkGroup {
   // page faults. The memfds go along (ours as local[0].handle, the peer's
   // from *peer_memfd, which is left -1 if the group took it), so that the
   // next connection on them can be carried into an exec too.
-  std::array<uint32_t, kMaxGroupLinks> free_rmbs(std::array<LocalRmb, kMaxGroupLinks>* local,
-                                                 std::array<RemoteRmb, kMaxGroupLinks>* peer, bool reusable = false,
+  std::array<uint32_t, kMaxGroupLinks> free_rmbs(LocalRmbs* local, RemoteRmbs* peer, bool reusable = false,
                                                  int* peer_memfd = nullptr);
   // A pooled RMB of `size` (its control page cleared), or false.
-  bool take_pooled_rmb(uint32_t size, std::array<LocalRmb, kMaxGroupLinks>* local);
+  bool take_pooled_rmb(uint32_t size, LocalRmbs* local);
   size_t pooled_rmbs();
   // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION);
   // on shm with its mapping, which the group then owns.
@@ -231,20 +226,8 @@ class LinkGroup {
     std::array<uint8_t, 16> test_link_data{};
     bool test_link_mismatch = false;
   };
-  struct PeerRmb {
-    PeerRmbTokens tokens;
-    int fd = -1;  // shm: the RMB's memfd until claimed; then one a connection left with `mapped`
-    bool claimed = false;
-    // shm: kept mapped after its connection ended, for the next one the
-    // peer names it for; `users` connections map it now.
-    RemoteRmb mapped;
-    int users = 0;
-    bool deleted = false;  // DELETE RKEY came while a connection still used it
-  };
-  void unmap_peer_rmb_locked(PeerRmb* r) SMCR_REQUIRES(mu_);
-  // Gives a connection's mapping of the peer's RMB back; false if the group
-  // does not know it (the caller unmaps).
-  bool return_peer_rmb_locked(RemoteRmb* r, int* memfd = nullptr) SMCR_REQUIRES(mu_);
+  // The RMBs this group holds at its end (the peer's mappings, our pool).
+  void free_all_rmbs();
 
   void handle_llc(int slot, std::span<const uint8_t> msg);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
@@ -268,8 +251,8 @@ class LinkGroup {
   bool retired_ SMCR_GUARDED_BY(mu_) = false;
   bool rehomed_ = false;  // make_rehomed: one connection, no subsequent contacts
   int users_ SMCR_GUARDED_BY(mu_) = 0;  // connections + handshake holds
-  std::vector<PeerRmb> peer_rmbs_ SMCR_GUARDED_BY(mu_);  // announced or in use, until DELETE RKEY
-  std::vector<std::array<LocalRmb, kMaxGroupLinks>> rmb_pool_ SMCR_GUARDED_BY(mu_);  // ours, idle, still known to the peer
+  rmb::PeerTable peer_rmbs_ SMCR_GUARDED_BY(mu_);
+  rmb::LocalPool rmb_pool_ SMCR_GUARDED_BY(mu_);
   int64_t idle_since_ms_ SMCR_GUARDED_BY(mu_) = 0;  // server: users_ reached 0 (0: in use)
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_ SMCR_GUARDED_BY(mu_);
   // Readiness sockets (core/cdc_mem.h) that arrived before their connection.

@@ -1,10 +1,11 @@
 // One real SMC-R connection per fuzz input, driven by the fuzzer acting as
 // its peer and as its application (cdc_sequence_fuzz, cdc_control_page_fuzz).
 //
-// Built as tests/unit/connection_test.cc builds one: real sealed-memfd RMBs
-// (shm_alloc_rmb / shm_map_remote, each with its CDC control page), a real
-// SEQPACKET link in a real LinkGroup, Connection::create, attach_fds with a
-// socketpair (non-blocking). The group is not handed to the engine thread:
+// Built as tests/unit/connection_test.cc builds one (tests/lib/shm_connection.h):
+// real sealed-memfd RMBs (shm_alloc_rmb / shm_map_remote, each with its CDC
+// control page), a real SEQPACKET link in a real LinkGroup (held, see
+// fuzz/group_hold.h), Connection::create, attach_fds with a socketpair
+// (non-blocking). The group is not handed to the engine thread:
 // the fuzzer delivers every peer message itself, from its own thread
 // (Connection::on_cdc, LinkGroup::dispatch, or a CDC published into the
 // control page), so an input replays the same way each time. The engine
@@ -64,6 +65,7 @@
 #include "core/sys.h"
 #include "fuzz/fuzz_common.h"
 #include "fuzz/group_hold.h"
+#include "tests/lib/shm_connection.h"
 
 namespace smcr::fuzz {
 
@@ -153,26 +155,16 @@ class ConnRig {
     rx_.ring = Ring(cfg.rmb_size, cfg.base);
     tx_.ring = Ring(cfg.peer_rmb_size, cfg.base);
     rx_.dirty.assign(cfg.rmb_size, 0);
-    int lk[2];
-    FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk) == 0, "socketpair: %s", strerror(errno));
-    peer_link_ = lk[1];
-    FUZZ_CHECK(shm_alloc_rmb(cfg.rmb_size, &ours_), "shm_alloc_rmb: %s", strerror(errno));
-    FUZZ_CHECK(shm_alloc_rmb(cfg.peer_rmb_size, &peers_), "shm_alloc_rmb: %s", strerror(errno));
-    RemoteRmb peer_view;  // the peer's RMB as our connection writes it
-    FUZZ_CHECK(shm_map_remote(::dup(peers_.handle), cfg.peer_rmb_size, &peer_view), "shm_map_remote");
-    group_ = make_held_group(Role::kServer, false, lk[0], -1);
-    ConnectionSetup s;
-    s.group = group_;
-    s.rmbs[0] = ours_;
-    s.peer_rmbs[0] = peer_view;
-    s.local_token = kLocalToken;
-    s.peer_token = kPeerToken;
-    s.rmbe_base = cfg.base;
-    conn_ = Connection::create(s);
-    conn_->ref();  // ours, for the input: the object outlives its release
-    int sv[2];
-    FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s", strerror(errno));
-    conn_->attach_fds(sv[0], sv[1], /*nonblocking=*/true);
+    testlib::ShmConnectionConfig c;
+    c.rmb_size = cfg.rmb_size;
+    c.peer_rmb_size = cfg.peer_rmb_size;
+    c.local_token = kLocalToken;
+    c.peer_token = kPeerToken;
+    c.rmbe_base = cfg.base;
+    c.map_ours_for_peer = false;  // the peer writes through ours_.addr
+    c.hold_ref = true;            // ours, for the input: the object outlives its release
+    c.make_group = [](int link_fd0, int link_fd1) { return make_held_group(Role::kServer, false, link_fd0, link_fd1); };
+    FUZZ_CHECK(rig_.build(c), "%s", rig_.error.c_str());
     if (cfg.oob_inline) conn_->set_oob_inline(true);
     oob_inline_ = cfg.oob_inline;
     std::memcpy(eyecatcher_, ours_.addr, 4);
@@ -198,10 +190,10 @@ class ConnRig {
     drain();
     FUZZ_CHECK(group_->connection_count() == 0, "the connection outlived the peer's A and the application's close");
     conn_->unref();
+    conn_ = nullptr;  // the application closed it above: teardown must not again
     end_held_group(group_);
-    ::close(peer_link_);
+    rig_.teardown();
     if (bell_ >= 0) ::close(bell_);
-    shm_free_rmb(&peers_);
   }
 
   // Runs the input's operations; `ops`: how many of Op the target uses.
@@ -666,10 +658,13 @@ class ConnRig {
     }
   }
 
-  LocalRmb ours_, peers_;
-  LinkGroup* group_ = nullptr;
-  Connection* conn_ = nullptr;
-  int peer_link_ = -1;
+  testlib::ShmConnection rig_;
+  // The rig's parts by the names the operations use.
+  LocalRmb& ours_ = rig_.ours;
+  LocalRmb& peers_ = rig_.peers;
+  LinkGroup*& group_ = rig_.group;
+  Connection*& conn_ = rig_.conn;
+  int& peer_link_ = rig_.peer_link[0];
   int bell_ = -1;
   bool app_closed_ = false;
   bool shut_rd_ = false;

@@ -132,12 +132,20 @@ class EpollGroup final : public ReadinessDeferral {
   // that a hang-up the kernel reports can be completed with EPOLLERR.
   void note_smc(int op, int fd, const epoll_event* ev) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    for (auto it = smc_data_.begin(); it != smc_data_.end(); ++it)
-      if (it->second == fd) {
-        smc_data_.erase(it);
-        break;
-      }
-    if (op != EPOLL_CTL_DEL && ev) smc_data_[ev->data.u64] = fd;
+    // Both directions are kept so that a registration costs a lookup, not a
+    // scan of every SMC-R fd in the set (a thousand connections registered
+    // one by one were a million steps).
+    if (auto old = smc_data_of_fd_.find(fd); old != smc_data_of_fd_.end()) {
+      auto d = smc_data_.find(old->second);
+      if (d != smc_data_.end() && d->second == fd) smc_data_.erase(d);
+      smc_data_of_fd_.erase(old);
+    }
+    if (op != EPOLL_CTL_DEL && ev) {
+      // Two fds registered with the same data: the latest is the one a
+      // hang-up with that data is completed for, as before.
+      smc_data_[ev->data.u64] = fd;
+      smc_data_of_fd_[fd] = ev->data.u64;
+    }
     has_smc_.store(!smc_data_.empty(), std::memory_order_relaxed);
   }
   void add_errors(epoll_event* events, int n) {
@@ -206,6 +214,7 @@ class EpollGroup final : public ReadinessDeferral {
       parked_.clear();
       pending_.clear();
       smc_data_.clear();
+      smc_data_of_fd_.clear();
       has_smc_.store(false);
       has_parked_.store(false);
       has_pending_.store(false);
@@ -365,6 +374,7 @@ class EpollGroup final : public ReadinessDeferral {
   std::vector<int> parked_;
   std::vector<std::pair<int, epoll_event>> pending_;
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
+  std::unordered_map<int, uint64_t> smc_data_of_fd_;
   std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false};
   int sleepers_ = 0;
   bool disabled_ = false;

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   // ------------------------------------------------------------- 1 MiB of RDMA WRITEs
   std::printf("bulk: 1 MiB A -> B through a 64 KiB RMB, CDC-like message after each write\n");
   smcr::LocalRmb rmb_a, rmb_b;
-  check(a->register_rmb(65536, &rmb_a) && b->register_rmb(65536, &rmb_b), "register_rmb 64 KiB on each link");
+  check(a->alloc_rmb(65536, &rmb_a) && b->alloc_rmb(65536, &rmb_b), "register_rmb 64 KiB on each link");
   bool zeroed = true;
   for (uint32_t i = 0; i < rmb_b.size; ++i) zeroed &= rmb_b.addr[i] == 0;
   check(zeroed && (reinterpret_cast<uintptr_t>(rmb_b.addr) & 4095) == 0, "RMB zeroed and page-aligned");
@@ -426,7 +426,7 @@ int main(int argc, char** argv) {
   a->release_remote_rmb(&peer_b);
   b->free_local_rmb(&rmb_b);
   check(rmb_b.addr == nullptr && rmb_b.handle == -1, "free_local_rmb resets the LocalRmb");
-  check(b->register_rmb(32768, &rmb_b), "register_rmb again after free (slot reuse)");
+  check(b->alloc_rmb(32768, &rmb_b), "register_rmb again after free (slot reuse)");
 
   // ------------------------------------------------------------- link failure
   std::printf("failure: A's QP forced to ERR\n");

@@ -20,10 +20,10 @@
 #include "core/cdc.h"
 #include "core/cdc_mem.h"
 #include "core/connection.h"
-#include "core/engine.h"
 #include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/llc.h"
+#include "tests/lib/shm_connection.h"
 
 namespace smcr {
 namespace {
@@ -38,39 +38,16 @@ class ConnectionTest : public ::testing::Test {
   // connection's engine-side entry points itself (ConnectionServices).
   bool with_engine_ = true;
   void SetUp() override {
-    int lk[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
-    peer_link_ = lk[1];
-    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &ours_));
-    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &peers_));
-    RemoteRmb peer_view;  // the peer's RMB as our connection writes it
-    ASSERT_TRUE(shm_map_remote(dup(peers_.handle), kRmbSize, &peer_view));
-    // What the peer (this test) sees of our RMB.
-    ASSERT_TRUE(shm_map_remote(dup(ours_.handle), kRmbSize, &our_rmb_as_peer_));
-    group_ = new LinkGroup(Role::kServer, {}, std::make_unique<ShmLink>(lk[0]), 1);
-    ConnectionSetup s;
-    s.group = group_;
-    s.rmbs[0] = ours_;
-    s.peer_rmbs[0] = peer_view;
-    s.local_token = kLocalToken;
-    s.peer_token = kPeerToken;
-    s.rmbe_base = 4;
-    s.tcp_fd = -1;
-    conn_ = Connection::create(s);
-    int sv[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    app_fd_ = sv[0];
-    int small = 1;
-    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-    conn_->attach_fds(sv[0], sv[1], /*nonblocking=*/true);
-    if (with_engine_) Engine::get().add_group(group_);
+    testlib::ShmConnectionConfig cfg;
+    cfg.rmb_size = kRmbSize;
+    cfg.peer_rmb_size = kRmbSize;
+    cfg.local_token = kLocalToken;
+    cfg.peer_token = kPeerToken;
+    cfg.app_sndbuf = 1;
+    cfg.engine = with_engine_;
+    ASSERT_TRUE(rig_.build(cfg)) << rig_.error;
   }
-  void TearDown() override {
-    if (conn_) conn_->app_close(true);
-    close(peer_link_);
-    shm_unmap_remote(&our_rmb_as_peer_);
-    shm_free_rmb(&peers_);
-  }
+  void TearDown() override { rig_.teardown(); }
 
   void send_cdc(uint16_t seq, cdc::Cursor prod, cdc::Cursor cons, cdc::Flags flags = {}) {
     cdc::Message m;
@@ -145,12 +122,15 @@ class ConnectionTest : public ::testing::Test {
     EXPECT_EQ(errno, ECONNRESET);
   }
 
-  LocalRmb ours_, peers_;
-  RemoteRmb our_rmb_as_peer_;
-  LinkGroup* group_ = nullptr;
-  Connection* conn_ = nullptr;
-  int peer_link_ = -1;
-  int app_fd_ = -1;
+  testlib::ShmConnection rig_;
+  // The rig's parts by the names the tests use.
+  LocalRmb& ours_ = rig_.ours;
+  LocalRmb& peers_ = rig_.peers;
+  RemoteRmb& our_rmb_as_peer_ = rig_.ours_as_peer;  // what the peer (this test) sees of our RMB
+  LinkGroup*& group_ = rig_.group;
+  Connection*& conn_ = rig_.conn;
+  int& peer_link_ = rig_.peer_link[0];
+  int& app_fd_ = rig_.app_fd;
 };
 
 TEST_F(ConnectionTest, DeliversPeerDataAndSignalsReadiness) {

@@ -17,11 +17,10 @@
 
 #include "core/cdc.h"
 #include "core/connection.h"
-#include "core/engine.h"
-#include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/llc.h"
 #include "core/log.h"
+#include "tests/lib/shm_connection.h"
 
 namespace smcr {
 namespace {
@@ -39,42 +38,16 @@ struct Received {
 class FailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
-      int lk[2];
-      ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
-      ours_[i] = lk[0];
-      peer_link_[i] = lk[1];
-    }
-    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &our_rmb_));
-    ASSERT_TRUE(shm_alloc_rmb(kRmbSize, &peer_rmb_));
-    RemoteRmb peer_view;
-    ASSERT_TRUE(shm_map_remote(dup(peer_rmb_.handle), kRmbSize, &peer_view));
-    ASSERT_TRUE(shm_map_remote(dup(our_rmb_.handle), kRmbSize, &our_rmb_as_peer_));
-    group_ = new LinkGroup(Role::kServer, {}, std::make_unique<ShmLink>(ours_[0]), 1);
-    ASSERT_EQ(group_->add_link(std::make_unique<ShmLink>(ours_[1]), 2, {}, {}), 1);
-    ConnectionSetup s;
-    s.group = group_;
-    s.rmbs[0] = our_rmb_;
-    ASSERT_TRUE(group_->link_at(1)->register_alias(our_rmb_, &s.rmbs[1]));
-    s.peer_rmbs[0] = peer_view;
-    s.peer_rmbs[1] = peer_view;
-    s.peer_rmbs[1].alias = true;  // one mapping serves both links
-    s.local_token = kLocalToken;
-    s.peer_token = kPeerToken;
-    conn_ = Connection::create(s);
-    int sv[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    app_fd_ = sv[0];
-    conn_->attach_fds(sv[0], sv[1], /*nonblocking=*/true);
-    Engine::get().add_group(group_);
+    testlib::ShmConnectionConfig cfg;
+    cfg.rmb_size = kRmbSize;
+    cfg.peer_rmb_size = kRmbSize;
+    cfg.local_token = kLocalToken;
+    cfg.peer_token = kPeerToken;
+    cfg.links = 2;
+    cfg.engine = true;
+    ASSERT_TRUE(rig_.build(cfg)) << rig_.error;
   }
-  void TearDown() override {
-    if (conn_) conn_->app_close(true);
-    for (int fd : peer_link_)
-      if (fd >= 0) close(fd);
-    shm_unmap_remote(&our_rmb_as_peer_);
-    shm_free_rmb(&peer_rmb_);
-  }
+  void TearDown() override { rig_.teardown(); }
 
   ssize_t app_write(const std::string& s) {
     iovec iov{const_cast<char*>(s.data()), s.size()};
@@ -123,13 +96,15 @@ class FailoverTest : public ::testing::Test {
     return conn_->recvv(&iov, 1, 0) == -1 && errno == ECONNRESET;
   }
 
-  int ours_[2] = {-1, -1};
-  int peer_link_[2] = {-1, -1};
-  LocalRmb our_rmb_, peer_rmb_;
-  RemoteRmb our_rmb_as_peer_;
-  LinkGroup* group_ = nullptr;
-  Connection* conn_ = nullptr;
-  int app_fd_ = -1;
+  testlib::ShmConnection rig_;
+  // The rig's parts by the names the tests use.
+  int (&peer_link_)[kMaxGroupLinks] = rig_.peer_link;
+  LocalRmb& our_rmb_ = rig_.ours;
+  LocalRmb& peer_rmb_ = rig_.peers;
+  RemoteRmb& our_rmb_as_peer_ = rig_.ours_as_peer;
+  LinkGroup*& group_ = rig_.group;
+  Connection*& conn_ = rig_.conn;
+  int& app_fd_ = rig_.app_fd;
 };
 
 TEST_F(FailoverTest, BothLinksCarryTheConnectionUntilOneFails) {

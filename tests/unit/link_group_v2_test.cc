@@ -12,16 +12,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdint>
-#include <memory>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
 
-#include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/llc.h"
 #include "core/log.h"
+#include "tests/lib/shm_connection.h"
 
 namespace smcr {
 namespace {
@@ -65,10 +66,9 @@ struct Rig {
   LinkGroup* g = nullptr;
 
   Rig(Role role, bool linux_v2, const clc::PeerId& peer_id = {}, const LinkIdentity& remote = {}) {
-    int lk[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
-    peer = lk[1];
-    g = new LinkGroup(role, peer_id, std::make_unique<ShmLink>(lk[0]), 1, LinkIdentity{}, remote);
+    int ours = -1;
+    EXPECT_TRUE(testlib::open_link(&ours, &peer)) << strerror(errno);
+    g = testlib::new_group(role, ours, peer_id, remote);
     if (linux_v2) g->set_linux_v2();
   }
   // A group that was never registered nor handed to the engine (its links

@@ -1,9 +1,16 @@
-// RMBE Bsize and QP MTU codes: digest 9.7 and 9.8.
+// RMBE Bsize and QP MTU codes (digest 9.7 and 9.8), and a link group's
+// RMBs: the table of the peer's and the pool of ours, over real shm RMBs.
 #include "core/rmb.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+
+#include "core/fabric_shm.h"
+#include "core/link_group.h"
+#include "tests/lib/shm_connection.h"
 
 namespace smcr::rmb {
 namespace {
@@ -83,6 +90,202 @@ TEST(RmbMtu, NonIbSizesRoundDown) {
   EXPECT_EQ(encode_mtu(1500), 3);
   EXPECT_EQ(encode_mtu(4095), 4);
   EXPECT_EQ(encode_mtu(9000), 5);
+}
+
+// ---------------------------------------------------------------- PeerTable
+
+PeerRmbTokens tokens(uint32_t rkey, uint64_t vaddr) {
+  PeerRmbTokens t;
+  t.has[0] = true;
+  t.rkey[0] = rkey;
+  t.vaddr[0] = vaddr;
+  return t;
+}
+
+TEST(PeerTable, AnnouncedOnceClaimedOnce) {
+  PeerTable table;
+  int fd = -1;
+  ASSERT_TRUE(table.announce(0, tokens(7, 0x1000), &fd, false));
+  int again = -1;
+  EXPECT_FALSE(table.announce(0, tokens(7, 0x1000), &again, false)) << "a repeated RToken is refused";
+  EXPECT_EQ(table.size(), 1u);
+  PeerRmbTokens got;
+  int memfd = 99;
+  EXPECT_FALSE(table.claim(0, 7, 0x2000, &got, &memfd, nullptr)) << "another address is another RMB";
+  ASSERT_TRUE(table.claim(0, 7, 0x1000, &got, &memfd, nullptr));
+  EXPECT_EQ(memfd, -1);
+  EXPECT_TRUE(got.on(0, 7, 0x1000));
+  EXPECT_FALSE(table.claim(0, 7, 0x1000, &got, &memfd, nullptr)) << "one connection per announced RMB";
+}
+
+TEST(PeerTable, TheAnnouncementsMemfdIsTakenOnlyWhenAdded) {
+  PeerTable table;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  int memfd = fds[0];
+  ASSERT_TRUE(table.announce(0, tokens(1, 1), &memfd, false));
+  EXPECT_EQ(memfd, -1) << "the table owns it";
+  int refused = fds[1];
+  EXPECT_FALSE(table.announce(0, tokens(1, 1), &refused, false));
+  EXPECT_EQ(refused, fds[1]) << "still the caller's";
+  close(fds[1]);
+  PeerRmbTokens got;
+  int claimed = -1;
+  ASSERT_TRUE(table.claim(0, 1, 1, &got, &claimed, nullptr));
+  EXPECT_EQ(claimed, fds[0]) << "the claim hands it on";
+  close(claimed);
+}
+
+TEST(PeerTable, LimitedToRfcMaximum) {
+  PeerTable table;
+  for (uint32_t k = 1; k <= PeerTable::kMax; ++k) {
+    int fd = -1;
+    ASSERT_TRUE(table.announce(0, tokens(k, k), &fd, false)) << k;
+  }
+  int fd = -1;
+  EXPECT_FALSE(table.announce(0, tokens(1000, 1000), &fd, false)) << "RFC 7609 8.2: 255 per peer per group";
+}
+
+TEST(PeerTable, DeletedWhileInUseGoesWithItsLastUser) {
+  PeerTable table;
+  int fd = -1;
+  ASSERT_TRUE(table.announce(0, tokens(5, 0x5000), &fd, false));
+  PeerRmbTokens got;
+  ASSERT_TRUE(table.claim(0, 5, 0x5000, &got, &fd, nullptr));
+  EXPECT_FALSE(table.forget(0, 6, nullptr)) << "an RKey never announced";
+  EXPECT_TRUE(table.forget(0, 5, nullptr));
+  EXPECT_EQ(table.size(), 1u) << "its connection still writes into it";
+  EXPECT_TRUE(table.all_deleted());
+  RemoteRmb view;
+  view.rkey = 5;
+  view.vaddr = 0x5000;
+  table.give_back(&view, nullptr, nullptr);  // its connection ended
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_FALSE(table.claim(0, 5, 0x5000, &got, &fd, nullptr));
+}
+
+TEST(PeerTable, LinuxRenewsARepeatedAnnouncement) {
+  PeerTable table;
+  int fd = -1;
+  ASSERT_TRUE(table.announce(0, tokens(9, 0x9000), &fd, true));
+  PeerRmbTokens got;
+  ASSERT_TRUE(table.claim(0, 9, 0x9000, &got, &fd, nullptr));
+  ASSERT_TRUE(table.forget(0, 9, nullptr));  // deleted, its connection not yet gone
+  ASSERT_TRUE(table.announce(0, tokens(9, 0x9000), &fd, true)) << "Linux reuses the RToken";
+  EXPECT_FALSE(table.all_deleted());
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_TRUE(table.claim(0, 9, 0x9000, &got, &fd, nullptr)) << "claimable again";
+}
+
+// shm: the table keeps its mapping of a peer RMB across connections and
+// unmaps it once the peer deleted it and no connection uses it.
+TEST(PeerTable, ShmMappingKeptForTheNextConnection) {
+  int lk[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
+  ShmLink link(lk[0]);
+  LocalRmb peers;
+  ASSERT_TRUE(shm_alloc_rmb(16384, &peers));
+  RemoteRmb mapping;
+  mapping.rkey = peers.rkey;
+  mapping.vaddr = peers.vaddr;
+  ASSERT_TRUE(shm_map_remote(dup(peers.handle), 16384, &mapping));
+
+  PeerTable table;
+  PeerRmbTokens t = tokens(peers.rkey, peers.vaddr);
+  table.note(t, &mapping);
+  RemoteRmb first = mapping;
+  EXPECT_TRUE(table.give_back(&first, nullptr, &link)) << "the table's mapping";
+  EXPECT_EQ(first.addr, nullptr);
+
+  PeerRmbTokens got;
+  int fd = -1;
+  RemoteRmb second;
+  ASSERT_TRUE(table.claim(0, peers.rkey, peers.vaddr, &got, &fd, &second));
+  EXPECT_EQ(second.addr, mapping.addr) << "the same mapping, no new one";
+  second.addr[100] = 0x5A;
+  EXPECT_EQ(peers.addr[100], 0x5A);
+
+  EXPECT_TRUE(table.forget(0, peers.rkey, &link));
+  EXPECT_EQ(table.size(), 1u) << "in use";
+  EXPECT_TRUE(table.give_back(&second, nullptr, &link));
+  EXPECT_EQ(table.size(), 0u) << "unmapped with its last user";
+  shm_free_rmb(&peers);
+  close(lk[1]);
+}
+
+TEST(PeerTable, MovesWithItsOnlyConnection) {
+  LocalRmb peers;
+  ASSERT_TRUE(shm_alloc_rmb(16384, &peers));
+  RemoteRmb mapping;
+  mapping.rkey = peers.rkey;
+  mapping.vaddr = peers.vaddr;
+  ASSERT_TRUE(shm_map_remote(dup(peers.handle), 16384, &mapping));
+  PeerTable from, to;
+  from.note(tokens(peers.rkey, peers.vaddr), &mapping);
+  PeerRmbTokens got;
+  int fd = -1;
+  RemoteRmb shared;
+  ASSERT_TRUE(from.claim(0, peers.rkey, peers.vaddr, &got, &fd, &shared));  // a second user
+  EXPECT_FALSE(from.move_sole_user(mapping, &to)) << "shared with another connection";
+  EXPECT_TRUE(from.give_back(&shared, nullptr, nullptr));
+  ASSERT_TRUE(from.move_sole_user(mapping, &to));
+  EXPECT_EQ(from.size(), 0u);
+  EXPECT_EQ(to.size(), 1u);
+  int lk[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk), 0);
+  ShmLink link(lk[0]);
+  to.clear(&link);
+  EXPECT_EQ(to.size(), 0u);
+  shm_free_rmb(&peers);
+  close(lk[1]);
+}
+
+// A connection's move to a group of its own is refused when the peer's RMB
+// it writes into is not its alone (here: not known at all): the new group
+// is deleted, and its destructor releases its RMBs under its own lock, so
+// it must not run while rehome_connection still holds that lock (it did,
+// once the release took the lock: a self-deadlock when both ends of a
+// connection forked and asked to move it at once).
+TEST(LinkGroupRmbs, ARefusedMoveDeletesTheNewGroupUnlocked) {
+  int ours = -1, peer = -1;
+  ASSERT_TRUE(testlib::open_link(&ours, &peer));
+  LinkGroup* g = testlib::new_group(Role::kServer, ours);
+  int fresh_ours = -1, fresh_peer = -1;
+  ASSERT_TRUE(testlib::open_link(&fresh_ours, &fresh_peer));
+  RemoteRmb unknown;
+  unknown.rkey = 1;
+  unknown.vaddr = 2;
+  unknown.addr = reinterpret_cast<uint8_t*>(&unknown);
+  EXPECT_EQ(g->rehome_connection(0x1234, std::make_unique<ShmLink>(fresh_ours), unknown), nullptr);
+  char b;
+  EXPECT_EQ(recv(fresh_peer, &b, 1, MSG_DONTWAIT), 0) << "the refused group's link is closed";
+  delete g;
+  close(peer);
+  close(fresh_peer);
+}
+
+// ---------------------------------------------------------------- LocalPool
+
+TEST(LocalPool, KeepsRmbsBySize) {
+  LocalPool pool;
+  EXPECT_EQ(LocalPool::max(), 64u) << "SMCR_RMB_POOL's default";
+  LocalRmbs small{}, large{};
+  ASSERT_TRUE(shm_alloc_rmb(16384, &small[0]));
+  ASSERT_TRUE(shm_alloc_rmb(65536, &large[0]));
+  uint8_t* small_addr = small[0].addr;
+  ASSERT_TRUE(pool.has_room());
+  pool.put(&small);
+  pool.put(&large);
+  EXPECT_EQ(small[0].addr, nullptr) << "the pool's now";
+  EXPECT_EQ(pool.size(), 2u);
+  LocalRmbs got{};
+  EXPECT_FALSE(pool.take(32768, &got));
+  ASSERT_TRUE(pool.take(16384, &got));
+  EXPECT_EQ(got[0].addr, small_addr);
+  EXPECT_EQ(pool.size(), 1u);
+  shm_free_rmb(&got[0]);
+  for (auto& r : pool.drain()) shm_free_rmb(&r[0]);
+  EXPECT_EQ(pool.size(), 0u);
 }
 
 }  // namespace
