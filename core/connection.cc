@@ -47,6 +47,7 @@ std::atomic<ConnectionServices*> g_services{nullptr};
 // table pointer touches valid memory and fails cleanly.
 std::mutex g_pool_mu;
 Connection* g_pool = nullptr;
+std::atomic<size_t> g_live{0};
 
 }  // namespace
 
@@ -90,6 +91,8 @@ ConnectionServices& connection_services() {
   return s ? *s : Engine::get();
 }
 
+size_t Connection::live() { return g_live.load(std::memory_order_relaxed); }
+
 Connection* Connection::create(const ConnectionSetup& s) {
   Connection* c = nullptr;
   {
@@ -100,6 +103,7 @@ Connection* Connection::create(const ConnectionSetup& s) {
     }
   }
   if (!c) c = new Connection();
+  g_live.fetch_add(1, std::memory_order_relaxed);
   // Connection::unlock: CDCs held for this token are delivered by
   // add_connection while we still hold the connection, and processed here.
   Hold lock(*c);
@@ -202,6 +206,7 @@ bool Connection::try_ref() {
 
 void Connection::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  g_live.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_pool_mu);
   next_free_ = g_pool;
   g_pool = this;

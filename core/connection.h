@@ -84,6 +84,8 @@ struct Record;
 class Connection {
  public:
   static Connection* create(const ConnectionSetup& setup);
+  // Connections of this process not yet released (the RMB budget's count).
+  static size_t live();
   // A readiness socketpair (see above): both ends close-on-exec and out of
   // the application's fd range. False (errno) on failure.
   static bool make_readiness_pair(int* app_end, int* engine_end);

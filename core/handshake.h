@@ -41,8 +41,15 @@ struct HandshakeConfig {
   int timeout_ms = 6000;        // CLC (Linux: 6 s)
   int llc_timeout_ms = 5000;    // first-contact CONFIRM LINK (Linux: 5 s)
   uint32_t rmb_size = 256 * 1024;
+  // Set by SMCR_RMB_SIZE: every connection gets rmb_size, however many.
+  bool rmb_size_fixed = false;
+  // Bytes our RMBs should fit in at rmb_size each; beyond, a new
+  // connection's RMB is smaller (rmb::size_under_budget). SMCR_RMB_BUDGET_MB,
+  // 0: no budget.
+  size_t rmb_budget = size_t{32} << 20;
 };
-// From SMCR_CLC_TIMEOUT_MS, SMCR_RMB_SIZE (validated; logged when ignored).
+// From SMCR_CLC_TIMEOUT_MS, SMCR_RMB_SIZE, SMCR_RMB_BUDGET_MB (validated;
+// logged when ignored).
 const HandshakeConfig& handshake_config();
 
 struct HandshakeRequest {

@@ -482,8 +482,10 @@ uint8_t max_links() {
 }
 
 uint32_t rmb_size_for(const HandshakeRequest& req) {
-  if (req.rmb_size == 0) return handshake_config().rmb_size;
-  return *rmb::decode_size(rmb::encode_size(req.rmb_size));
+  if (req.rmb_size) return *rmb::decode_size(rmb::encode_size(req.rmb_size));  // the application's SO_RCVBUF
+  const HandshakeConfig& cfg = handshake_config();
+  if (cfg.rmb_size_fixed) return cfg.rmb_size;
+  return rmb::size_under_budget(cfg.rmb_size, Connection::live(), cfg.rmb_budget);
 }
 
 const HandshakeConfig& handshake_config() {
@@ -498,9 +500,14 @@ const HandshakeConfig& handshake_config() {
       char* end = nullptr;
       unsigned long b = strtoul(v, &end, 10);
       if (end && (*end == 'k' || *end == 'K')) b *= 1024;
-      if (b >= rmb::kMinSize && b <= rmb::kMaxSize) c.rmb_size = *rmb::decode_size(rmb::encode_size(static_cast<uint32_t>(b)));
-      else SMCR_LOG(1, "SMCR_RMB_SIZE=%s ignored (16K..512K)", v);
+      if (b >= rmb::kMinSize && b <= rmb::kMaxSize) {
+        c.rmb_size = *rmb::decode_size(rmb::encode_size(static_cast<uint32_t>(b)));
+        c.rmb_size_fixed = true;
+      } else {
+        SMCR_LOG(1, "SMCR_RMB_SIZE=%s ignored (16K..512K)", v);
+      }
     }
+    c.rmb_budget = static_cast<size_t>(env_long("SMCR_RMB_BUDGET_MB", 32, 0, 1 << 20)) << 20;
     return c;
   }();
   return cfg;

@@ -24,6 +24,14 @@ uint8_t encode_size(uint32_t bytes) {
   return kMaxCode;
 }
 
+uint32_t size_under_budget(uint32_t wanted, size_t live, size_t budget) {
+  if (budget == 0 || live == 0 || wanted <= kMinSize) return wanted;
+  size_t share = budget / live;
+  uint32_t size = wanted;
+  while (size > kMinSize && size > share) size >>= 1;
+  return size;
+}
+
 std::optional<uint32_t> decode_mtu(uint8_t code) {
   if (code < kMinMtuCode || code > kMaxMtuCode) return std::nullopt;
   return kMinMtu << (code - kMinMtuCode);

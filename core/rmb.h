@@ -43,6 +43,16 @@ std::optional<uint32_t> decode_size(uint8_t code);
 // 512 KiB are capped at code 5, bytes below 16 KiB give code 0.
 uint8_t encode_size(uint32_t bytes);
 
+// The size of a new connection's RMB when `live` connections already have
+// one and their RMBs should fit in `budget` bytes at `wanted` each: the
+// largest RFC size <= budget / live, between 16 KiB and `wanted` (budget 0:
+// always `wanted`). As TCP's buffers shrink under memory pressure: a
+// thousand connections do not each need the window of a bulk stream, and
+// every RMB page is faulted in once, on its first lap (writer and reader
+// each), so that a small RMB is also a cheap one for a connection that
+// moves little.
+uint32_t size_under_budget(uint32_t wanted, size_t live, size_t budget);
+
 // QP MTU codes (A.2.3): 1=256 .. 5=4096; others reserved.
 std::optional<uint32_t> decode_mtu(uint8_t code);
 std::optional<uint8_t> encode_mtu(uint32_t bytes);

@@ -25,6 +25,8 @@ PKGS=(
   libnginx-mod-http-image-filter libnginx-mod-http-perl libnginx-mod-http-xslt-filter
   libio-socket-ssl-perl libnet-ssleay-perl libfcgi-perl libscgi-perl libcache-memcached-perl
   libcache-memcached-fast-perl libprotocol-websocket-perl libgd-perl memcached
+  # memcached's load generator (memcaslap) for bench.sh's thousand-connection row
+  libmemcached-tools
   # an accept-fork-exec server (tests/apps/sshd_test.sh)
   openssh-server openssh-client
 )

@@ -62,6 +62,21 @@ TEST(RmbSize, EncodeDecodeAgree) {
   }
 }
 
+TEST(RmbSize, ShrinksUnderTheBudget) {
+  constexpr size_t kBudget = size_t{32} << 20;
+  EXPECT_EQ(size_under_budget(256 * 1024, 0, kBudget), 256u * 1024) << "the first connection";
+  EXPECT_EQ(size_under_budget(256 * 1024, 128, kBudget), 256u * 1024) << "128 x 256 KiB fit";
+  EXPECT_EQ(size_under_budget(256 * 1024, 129, kBudget), 128u * 1024);
+  EXPECT_EQ(size_under_budget(256 * 1024, 1000, kBudget), 32u * 1024);
+  EXPECT_EQ(size_under_budget(256 * 1024, 100000, kBudget), kMinSize) << "never below the RFC's smallest";
+  EXPECT_EQ(size_under_budget(256 * 1024, 100000, 0), 256u * 1024) << "no budget";
+  EXPECT_EQ(size_under_budget(kMinSize, 100000, kBudget), kMinSize);
+  for (size_t live : {1u, 200u, 700u, 5000u}) {
+    auto size = size_under_budget(512 * 1024, live, kBudget);
+    EXPECT_TRUE(decode_size(encode_size(size)) == size) << "an RFC size: " << size;
+  }
+}
+
 TEST(RmbMtu, Digest98Codes) {
   EXPECT_EQ(decode_mtu(1), 256u);
   EXPECT_EQ(decode_mtu(2), 512u);

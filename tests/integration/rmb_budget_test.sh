@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The RMB budget (core/rmb.h size_under_budget, SMCR_RMB_BUDGET_MB): a
+# process's first 128 connections get the default 256 KiB RMB, later ones
+# smaller RMBs as their number grows, each an RFC size; SMCR_RMB_SIZE keeps
+# every connection at its size. 300 idle connections between two processes,
+# the sizes read from each handshake's log line (SMCR_DEBUG=1).
+source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
+require_bpf
+CB="$SMCR_BUILD_DIR/tools/bench/smcr_connbench"
+[ -x "$CB" ] || skip "smcr_connbench not built"
+N=300
+ulimit -n $((N * 8 + 256)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+sizes_run() {  # sizes_run [ENV=VALUE...] -> SIZES (the client's RMB sizes, in order)
+  local port; port=$(free_port)
+  reset_stats
+  bg env "$@" SMCR_DEBUG=1 SMCR_SHORT_FLOWS=0 SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$STATS_DIR" \
+    "$CB" idle-serve "$port" "$N" >"$TMP/server.out" 2>"$TMP/server.err"
+  local spid=$BG_PID
+  wait_port "$port" || { log "server did not start"; SIZES=; return 1; }
+  env "$@" SMCR_DEBUG=1 SMCR_SHORT_FLOWS=0 SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$STATS_DIR" \
+    "$CB" idle-connect "$port" "$N" >"$TMP/client.out" 2>"$TMP/client.err" &
+  local cpid=$!
+  local i=0
+  until grep -qs conns= "$TMP/client.out" || [ $i -ge 1200 ]; do sleep 0.05; i=$((i + 1)); done
+  kill -TERM "$cpid" "$spid" 2>/dev/null
+  wait "$cpid" "$spid" 2>/dev/null
+  SIZES=$(sed -n 's/.*CLC: client SMC-R.*(token [0-9a-f]*, RMB \([0-9]*\),.*/\1/p' "$TMP/client.err")
+  log "$*: $(wc -l <<<"$SIZES") handshakes logged, RMB sizes: $(uniq -c <<<"$SIZES" | awk '{ printf "%s x %s, ", $1, $2 }')"
+}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"; cleanup' EXIT
+
+sizes_run SMCR_RMB_BUDGET_MB=32
+check "all $N connections SMC-R ($(stat_sum smc_active) active)" [ "$(stat_sum smc_active)" = "$N" ]
+check "the first 128 connections: 256 KiB each" [ "$(head -128 <<<"$SIZES" | sort -u)" = 262144 ]
+check "then smaller as they grow, never larger again: 128 KiB, then 64 KiB (32 MiB / connections)" \
+  [ "$(uniq <<<"$SIZES" | tr '\n' ' ')" = "262144 131072 65536 " ]
+check "... 128 KiB for about the second 128 ($(grep -c '^131072$' <<<"$SIZES"))" \
+  awk -v n="$(grep -c '^131072$' <<<"$SIZES")" 'BEGIN { exit !(n >= 120 && n <= 136) }' 
+
+sizes_run SMCR_RMB_SIZE=262144
+check "SMCR_RMB_SIZE: all $N connections SMC-R at 256 KiB" \
+  [ "$(stat_sum smc_active)" = "$N" -a "$(sort -u <<<"$SIZES")" = 262144 -a "$(wc -l <<<"$SIZES")" = "$N" ]
+finish
