@@ -37,7 +37,9 @@ command -v strace >/dev/null || echo "msgcost: strace not installed: no system c
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_listen() { local i=0; until ss -Hltn "sport = :$1" | grep -q LISTEN; do sleep 0.05; i=$((i+1)); [ $i -lt 200 ] || return 1; done; }
-prefix() { if [ "$1" = smc ]; then PFX=(env SMCR_PRELOAD_LIB="$LIB" "$SMC_RUN" --stats "$2"); else PFX=(); fi; }
+# SMCR_SHORT_FLOWS=0: every connection SMC-R (the loop's connections end short,
+# and smc_run's short-flow guard would keep them on TCP: a VOID run)
+prefix() { if [ "$1" = smc ]; then PFX=(env SMCR_PRELOAD_LIB="$LIB" SMCR_SHORT_FLOWS=0 "$SMC_RUN" --stats "$2"); else PFX=(); fi; }
 stat_in() { cat "$1"/smcr-*.txt 2>/dev/null | awk -v k="$2" '$1 == k { s += $2 } END { print s + 0 }'; }
 
 # run TOOL MODE KIND: both ends under TOOL (perf|strace) -> $LOG/TOOL-MODE-KIND/{srv,cli}; UNITS, PROOF
