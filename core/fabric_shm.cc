@@ -416,7 +416,7 @@ ShmRendezvous& ShmRendezvous::instance() {
 }
 
 int ShmRendezvous::listener_fd() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (listen_fd_ >= 0 && owner_generation_ != process_generation()) {
     // Inherited over fork: that socket is bound to the parent's GID.
     sys::close(listen_fd_);
@@ -440,7 +440,7 @@ int ShmRendezvous::listener_fd() {
 }
 
 uint32_t ShmRendezvous::expect(uint32_t rkey, uint64_t vaddr, int rmb_fd) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint32_t qpn;
   do {
     uint64_t r = 0;
@@ -456,27 +456,29 @@ uint32_t ShmRendezvous::expect(uint32_t rkey, uint64_t vaddr, int rmb_fd) {
 }
 
 bool ShmRendezvous::wait_arrival(uint32_t qpn, int64_t deadline_ms, Pending* out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
+  MutexLock lock(mu_);
+  auto settled = [&]() SMCR_REQUIRES(mu_) {
     auto it = pending_.find(qpn);
-    if (it == pending_.end()) return false;
-    if (it->second.arrived) {
-      *out = it->second;
-      pending_.erase(it);
-      return true;
-    }
-    int64_t left = deadline_ms - sys::now_ms();
-    if (left <= 0) {
-      pending_.erase(it);
-      return false;
-    }
-    cv_.wait_for(lock, std::chrono::milliseconds(left));
-  }
+    return it == pending_.end() || it->second.arrived;
+  };
+  int64_t left = deadline_ms - sys::now_ms();
+  if (left > 0) mu_.wait_for(cv_, std::chrono::milliseconds(left), settled);
+  auto it = pending_.find(qpn);
+  if (it == pending_.end()) return false;
+  bool arrived = it->second.arrived;
+  if (arrived) *out = it->second;
+  pending_.erase(it);  // arrived, or the deadline passed
+  return arrived;
 }
 
 void ShmRendezvous::on_listener_readable(const std::function<void(int)>& watch_fd) {
+  int listener;
+  {
+    MutexLock lock(mu_);  // a forked child's listener_fd() replaces it
+    listener = listen_fd_;
+  }
   for (;;) {
-    int fd = sys::hide_fd(sys::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    int fd = sys::hide_fd(sys::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd < 0) return;
     watch_fd(fd);
   }
@@ -499,7 +501,7 @@ bool ShmRendezvous::on_hello_readable(int fd) {
   h.client_rmb_size = r.be32();
   bool ok = n == static_cast<ssize_t>(kHelloLen) && r.ok() && magic == kHelloMagic && client_rmb >= 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = ok ? pending_.find(h.server_qpn) : pending_.end();
     if (it != pending_.end() && !it->second.arrived && it->second.rkey == h.server_rkey &&
         it->second.vaddr == h.server_vaddr) {

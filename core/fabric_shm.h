@@ -23,6 +23,7 @@
 
 #include "core/clc.h"
 #include "core/fabric.h"
+#include "core/mutex.h"
 
 namespace smcr {
 
@@ -126,11 +127,11 @@ class ShmRendezvous {
   bool on_hello_readable(int fd);
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  int listen_fd_ = -1;
-  uint64_t owner_generation_ = 0;  // process_generation() of the process that bound it (0: none)
-  std::map<uint32_t, Pending> pending_;
+  int listen_fd_ SMCR_GUARDED_BY(mu_) = -1;
+  uint64_t owner_generation_ SMCR_GUARDED_BY(mu_) = 0;  // process_generation() of the process that bound it (0: none)
+  std::map<uint32_t, Pending> pending_ SMCR_GUARDED_BY(mu_);
 };
 
 }  // namespace smcr

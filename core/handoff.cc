@@ -21,6 +21,7 @@
 
 #include "core/connection.h"
 #include "core/log.h"
+#include "core/mutex.h"
 #include "core/sys.h"
 #include "core/worker_pool.h"
 
@@ -53,17 +54,17 @@ Slot* slot_of(std::atomic<uint32_t>* s) { return reinterpret_cast<Slot*>(s); }
 
 // Never destroyed (as the other state below): a connection that ends on
 // the engine thread while the process exits still frees its word.
-std::mutex g_mu;
+constinit Mutex g_mu;
 // Reached through functions, not namespace-scope references: an exec'd
 // program's shim takes carried connections over in its earliest constructor
 // (preload/exec_carry.h), before this file's dynamic initialisers run.
-Region& region() {
+Region& region() SMCR_REQUIRES(g_mu) {
   static Region* r = new Region;
   return *r;
 }
 std::atomic<uint64_t> g_forks{0};
 // Offers waiting for a claim (their words), and whether the process exits.
-std::vector<std::atomic<uint32_t>*>& offers() {
+std::vector<std::atomic<uint32_t>*>& offers() SMCR_REQUIRES(g_mu) {
   static auto* v = new std::vector<std::atomic<uint32_t>*>;
   return *v;
 }
@@ -83,11 +84,11 @@ struct HeldFd {
   dev_t dev;
   ino_t ino;
 };
-std::vector<HeldFd>& held() {
+std::vector<HeldFd>& held() SMCR_REQUIRES(g_mu) {
   static auto* v = new std::vector<HeldFd>;
   return *v;
 }
-uint64_t g_next_relay = 1;
+uint64_t g_next_relay SMCR_GUARDED_BY(g_mu) = 1;
 
 // Offers a spawned program or the receiver of an SCM_RIGHTS message will ask
 // for (Connection::passed): an exit waits longer for them, _exit too.
@@ -97,7 +98,7 @@ std::atomic<int> g_passed_offers{0};
 // offers().size(), readable without g_mu (_exit may run in a signal handler).
 std::atomic<int> g_open_offers{0};
 
-void close_relayed_in_child() {
+void close_relayed_in_child() SMCR_REQUIRES(g_mu) {
   for (const HeldFd& h : held()) {
     struct stat st;
     if (sys::fstat(h.fd, &st) == 0 && st.st_dev == h.dev && st.st_ino == h.ino) sys::close(h.fd);
@@ -110,20 +111,21 @@ void close_relayed_in_child() {
 }
 
 // The lock is held across fork so a child never inherits it taken.
-[[maybe_unused]] const int g_atfork = pthread_atfork([] { g_mu.lock(); },
-                                                     [] {
-                                                       g_forks.fetch_add(1);
-                                                       g_mu.unlock();
-                                                     },
-                                                     [] {
-                                                       close_relayed_in_child();
-                                                       g_mu.unlock();
-                                                     });
+void before_fork() SMCR_ACQUIRE(g_mu) { g_mu.lock(); }
+void after_fork_in_parent() SMCR_RELEASE(g_mu) {
+  g_forks.fetch_add(1);
+  g_mu.unlock();
+}
+void after_fork_in_child() SMCR_RELEASE(g_mu) {
+  close_relayed_in_child();
+  g_mu.unlock();
+}
+[[maybe_unused]] const int g_atfork = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 
 // Registers what a relay holds; returns its id for forget_held().
 // Adds descriptors to what relay `id` holds.
 void note_held_as(uint64_t id, std::span<const int> fds) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   for (int fd : fds) {
     struct stat st;
     if (fd >= 0 && sys::fstat(fd, &st) == 0) held().push_back({id, fd, st.st_dev, st.st_ino});
@@ -133,7 +135,7 @@ void note_held_as(uint64_t id, std::span<const int> fds) {
 uint64_t note_held(std::span<const int> fds) {
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(g_mu);
     id = g_next_relay++;
   }
   note_held_as(id, fds);
@@ -142,7 +144,7 @@ uint64_t note_held(std::span<const int> fds) {
 
 // Before the relay's descriptors close: a later child has nothing to close.
 void forget_held(uint64_t id) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   std::erase_if(held(), [id](const HeldFd& h) { return h.relay == id; });
 }
 
@@ -153,7 +155,7 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 }  // namespace
 
 std::atomic<uint32_t>* alloc_state() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   if (!region().base || region().generation != process_generation()) {
     // A forked child keeps its parent's region mapped (its inherited
     // connections' words live there) and allocates from a region of its own.
@@ -168,10 +170,11 @@ std::atomic<uint32_t>* alloc_state() {
   }
   if (region().free.empty() && region().next >= kSlots) {
     // Words of re-homed connections come back once their new owner has them.
-    std::erase_if(region().retired, [](uint32_t i) {
-      uint32_t v = region().base[i].word.load(std::memory_order_acquire);
+    Region& r = region();
+    std::erase_if(r.retired, [&r](uint32_t i) {
+      uint32_t v = r.base[i].word.load(std::memory_order_acquire);
       if (v != kAdopted && v != kGone) return false;
-      region().free.push_back(i);
+      r.free.push_back(i);
       return true;
     });
   }
@@ -190,7 +193,7 @@ std::atomic<uint32_t>* alloc_state() {
 }
 
 namespace {
-std::optional<uint32_t> index_of(std::atomic<uint32_t>* s) {
+std::optional<uint32_t> index_of(std::atomic<uint32_t>* s) SMCR_REQUIRES(g_mu) {
   Slot* slot = slot_of(s);
   if (region().generation != process_generation() || slot < region().base || slot >= region().base + kSlots)
     return std::nullopt;
@@ -200,13 +203,13 @@ std::optional<uint32_t> index_of(std::atomic<uint32_t>* s) {
 
 void free_state(std::atomic<uint32_t>* s) {
   if (!s) return;
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   if (auto i = index_of(s)) region().free.push_back(*i);
 }
 
 void retire_state(std::atomic<uint32_t>* s) {
   if (!s) return;
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   if (auto i = index_of(s)) region().retired.push_back(*i);
 }
 
@@ -456,7 +459,7 @@ struct HandoverArgs {
 };
 
 void forget_offer(std::atomic<uint32_t>* w) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   g_open_offers.fetch_sub(static_cast<int>(std::erase(offers(), w)));
 }
 
@@ -529,7 +532,7 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   args.passed = c->passed();
   if (args.passed) g_passed_offers.fetch_add(1);
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(g_mu);
     offers().push_back(c->handoff_word());
     g_open_offers.fetch_add(1);
   }
@@ -578,7 +581,7 @@ void wait_open_offers_at_exit(int timeout_ms) {
 void finish_offers_at_exit(int timeout_ms) {
   std::vector<std::atomic<uint32_t>*> waiting;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(g_mu);
     if (offers().empty()) return;
     waiting = offers();
   }
