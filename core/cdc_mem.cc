@@ -25,6 +25,7 @@ constexpr size_t kUrgentAt = 56;  // seq << 48 | wrap << 32 | offset
 constexpr size_t kWantDataAt = 192;
 constexpr size_t kWantWindowAt = 200;
 constexpr size_t kNoDirectAt = 208;
+constexpr size_t kReadySetAt = 216;
 constexpr size_t kRingingAt = 256;
 static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kUrgentAt + 8 <= 64);
 static_assert(kSlotAt[1] + 64 <= kWantDataAt && kRingingAt + 4 <= kControlBytes);
@@ -55,16 +56,29 @@ std::atomic_ref<uint64_t> want_word(uint8_t* page, Want which) {
   return u64_at(page, which == Want::kData ? kWantDataAt : kWantWindowAt);
 }
 uint64_t cursor_bits(const cdc::Cursor& c) { return (uint64_t{c.wrap} << 32 | c.offset) << 1; }
-// Bits 1..48: the cursor; 49..63: the arming connection's tag.
+// Bits 1..48: the cursor; 49..62: the arming connection's tag; 63: kForSet.
 constexpr uint64_t kCursorMask = ((uint64_t{1} << 49) - 1) & ~kArmed;
 constexpr int kTagShift = 49;
+constexpr uint32_t kTagMask = 0x3fff;
 }  // namespace
 
 uint64_t load_want(uint8_t* page, Want which) { return want_word(page, which).load(std::memory_order_seq_cst); }
 
 void arm(uint8_t* page, Want which, const cdc::Cursor& known, uint32_t tag) {
-  want_word(page, which).store(cursor_bits(known) | uint64_t{tag & 0x7fff} << kTagShift | kArmed,
+  want_word(page, which).store(cursor_bits(known) | uint64_t{tag & kTagMask} << kTagShift | kArmed,
                                std::memory_order_seq_cst);
+}
+
+void arm_for_set(uint8_t* page, const cdc::Cursor& known, uint32_t tag, ReadySetSlot where) {
+  // The slot first: a sender that takes this arming reads it after.
+  u64_at(page, kReadySetAt).store(uint64_t{where.set_id} << 32 | where.slot, std::memory_order_seq_cst);
+  want_word(page, Want::kData)
+      .store(cursor_bits(known) | uint64_t{tag & kTagMask} << kTagShift | kForSet | kArmed, std::memory_order_seq_cst);
+}
+
+ReadySetSlot ready_set_slot(uint8_t* page) {
+  uint64_t v = u64_at(page, kReadySetAt).load(std::memory_order_seq_cst);
+  return ReadySetSlot{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
 }
 
 bool disarm(uint8_t* page, Want which) {

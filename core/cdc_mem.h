@@ -58,6 +58,13 @@ enum class Want : uint8_t {
   kWindow,  // empty my readiness socket (POLLOUT) when the consumer cursor moves
 };
 inline constexpr uint64_t kArmed = 1;
+// An arming for a ready set (core/ready_set.h): its taker marks the slot
+// named beside it (ready_set_slot) instead of ringing the readiness socket.
+inline constexpr uint64_t kForSet = uint64_t{1} << 63;
+struct ReadySetSlot {
+  uint32_t set_id = 0;  // the page's id on this link group
+  uint32_t slot = 0;
+};
 
 uint64_t load_want(uint8_t* page, Want which);
 // Receiver: arms `which`, knowing the cursor up to `known`.
@@ -65,6 +72,10 @@ uint64_t load_want(uint8_t* page, Want which);
 // connections on a reused RMB apart: a sender of an earlier connection that
 // loaded the word before the page was reused cannot take the new arming.
 void arm(uint8_t* page, Want which, const cdc::Cursor& known, uint32_t tag = 0);
+// Receiver: arms for data, the taker to mark `where` (kForSet).
+void arm_for_set(uint8_t* page, const cdc::Cursor& known, uint32_t tag, ReadySetSlot where);
+// Sender, having taken a kForSet arming: where to mark (untrusted).
+ReadySetSlot ready_set_slot(uint8_t* page);
 // Receiver: disarms its own arming; true if it was still armed (nobody took it).
 bool disarm(uint8_t* page, Want which);
 // Sender, having just published `cursor` (producer for kData, consumer for

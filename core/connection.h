@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/cdc.h"
+#include "core/cdc_mem.h"
 #include "core/close.h"
 #include "core/fabric.h"
 #include "core/handoff.h"
@@ -47,11 +48,26 @@ class Connection;
 // interposition first, the connection may instead stay unarmed ("parked"):
 // the interposition finds its data in memory (poll_parked), and arms it
 // (arm_deferred) before any of its threads sleeps in the kernel.
+//
+// With a ready set (core/ready_set.h) a parked connection stays armed, but
+// for a slot of the set's shared page: the peer's writer marks the slot and
+// wakes the set's sleeping thread itself, so any number of connections may
+// be parked, a thread may sleep while they are, and a wait costs O(ready).
 class ReadinessDeferral {
  public:
-  // The connection (held) found nothing to read: true if it may stay
-  // unarmed, because no thread sleeps on its fd now.
-  virtual bool park(Connection* c, int key) = 0;
+  struct Parking {
+    bool ok = false;  // may be parked
+    // A ready set for it (null: unarmed, looked at by every wait).
+    uint8_t* page = nullptr;
+    cdcmem::ReadySetSlot where;
+    int bell_fd = -1;  // the set's bell (sending end): marking our own page may need it
+    // The set's bell and page memfd to hand to the peer first (once per
+    // set and link group; -1 when already done).
+    int announce_bell_fd = -1, announce_page_fd = -1;
+  };
+  // The connection (held) found nothing to read: whether it may stay
+  // parked, and how. `group`: its link group (null: no ready set).
+  virtual Parking park(Connection* c, int key, LinkGroup* group) = 0;
 
  protected:
   ~ReadinessDeferral() = default;
@@ -434,6 +450,17 @@ class Connection {
   // Leaves the parked state: the readiness socket made to match (armed, or
   // rung if data is already here).
   void unpark_locked() SMCR_REQUIRES(mu_);
+  // Takes back our data arming (either kind): true if the peer had taken a
+  // readiness-socket arming, whose doorbell byte is then owed.
+  bool disarm_data_locked() SMCR_REQUIRES(mu_);
+  // Parked with a ready set: arms for it (data will mark our slot).
+  void arm_for_set_locked() SMCR_REQUIRES(mu_);
+  // Marks our own slot of the ready set (data came by the link, or the
+  // peer's marking was taken back), waking the set's sleeper if need be.
+  void mark_own_set_locked() SMCR_REQUIRES(mu_);
+  // Writer: the peer's kForSet arming we took: mark its slot, and wake its
+  // set if asleep. False if that set is not known here (yet).
+  bool mark_peer_set_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked() SMCR_REQUIRES(mu_);
@@ -671,6 +698,12 @@ class Connection {
     // message wakes the peer's engine).
     bool bell_owed = false;
     uint8_t link_cdcs_unrung = 0;
+    // The peer's ready set we marked last (mark_peer_set_locked): the
+    // group keeps it mapped while we hold the group.
+    uint64_t peer_set_group = 0;  // LinkGroup::serial
+    uint32_t peer_set_id = 0;
+    uint8_t* peer_set_page = nullptr;
+    int peer_set_bell_fd = -1;
     cdc::Cursor link_seen_prod, link_seen_cons;  // the cursors of the peer's last link CDC
   };
   MemoryCdcState mem_ SMCR_GUARDED_BY(mu_);
@@ -682,6 +715,10 @@ class Connection {
     ReadinessDeferral* deferral = nullptr;  // who arms for us (set_deferral)
     int deferral_key = -1;
     bool parked = false;           // unarmed and empty: deferral arms before sleeping
+    bool rd_for_set = false;       // rd_armed names the ready set below (cdcmem::kForSet)
+    uint8_t* set_page = nullptr;   // parked with a ready set: its page, our slot, its bell
+    cdcmem::ReadySetSlot set_where;
+    int set_bell_fd = -1;
     uint16_t readers_asleep = 0;   // blocking reads waiting on the fd (never parked meanwhile)
     uint32_t rd_owed = 0;          // doorbell bytes on (or on their way to) the readiness socket
     bool wr_filled = false, eof_signalled = false, reset_signalled = false;

@@ -24,6 +24,8 @@
 #include <cstring>
 
 #include "core/cdc_mem.h"
+#include "core/link_group.h"
+#include "core/ready_set.h"
 #include "core/cpu_relax.h"
 #include "core/engine.h"
 #include "core/env.h"
@@ -98,17 +100,47 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   if (!ring && !open) return true;
   auto ringing = cdcmem::ringing(page);
   ringing.fetch_add(1, std::memory_order_seq_cst);
+  bool delivered = true;
   // Taken only as armed next to this CDC: an arming after the peer read
   // the data is not ours to answer.
   if (ring && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, m.producer)) {
-    char b = 'r';
-    sys::send(mem_.peer_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (want_data & cdcmem::kForSet) {
+      // For the peer's ready set; one we do not know (yet) hears of it
+      // through the link, as before bells.
+      delivered = mark_peer_set_locked(page);
+    } else {
+      char b = 'r';
+      sys::send(mem_.peer_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      counters().peer_doorbells.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, m.consumer)) {
     // The peer's writer filled its own socket to block POLLOUT: empty it.
     sys::empty_socket(mem_.peer_bell_fd);
   }
   ringing.fetch_sub(1, std::memory_order_seq_cst);
+  return delivered;
+}
+
+bool Connection::mark_peer_set_locked(uint8_t* page) {
+  cdcmem::ReadySetSlot where = cdcmem::ready_set_slot(page);
+  if (!fabric_.group) return false;
+  if (where.set_id != mem_.peer_set_id || !mem_.peer_set_page || mem_.peer_set_group != fabric_.group->serial()) {
+    uint8_t* set_page = nullptr;
+    int bell = -1;
+    if (!fabric_.group->peer_ready_set(where.set_id, &set_page, &bell)) return false;
+    mem_.peer_set_group = fabric_.group->serial();
+    mem_.peer_set_id = where.set_id;
+    mem_.peer_set_page = set_page;
+    mem_.peer_set_bell_fd = bell;
+  }
+  if (readyset::mark(mem_.peer_set_page, where.slot)) {
+    // MSG_DONTWAIT: whatever the peer did to its bell, we never block here.
+    char b = 'w';
+    sys::send(mem_.peer_set_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    counters().ready_set_wakes.fetch_add(1, std::memory_order_relaxed);
+  }
+  counters().ready_set_marks.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

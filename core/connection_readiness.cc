@@ -36,6 +36,7 @@
 #include "core/handoff.h"
 #include "core/link_group.h"
 #include "core/log.h"
+#include "core/ready_set.h"
 #include "core/short_flows.h"
 #include "core/stream_copy.h"
 #include "core/sys.h"
@@ -76,8 +77,31 @@ void Connection::arm_for_next_arrival_locked() {
 void Connection::set_data_arming_locked() {
   cdcmem::arm(mem_.control, cdcmem::Want::kData, rx_.prod, local_token_);
   ready_.rd_armed = true;
+  ready_.rd_for_set = false;
   // Published before the peer could see the bit: it will not ring for it.
   pull_cdc_locked();
+}
+
+bool Connection::disarm_data_locked() {
+  bool for_set = ready_.rd_for_set;
+  ready_.rd_armed = ready_.rd_for_set = false;
+  // A ready set's taker marks the set's page: nothing comes on the socket.
+  return !cdcmem::disarm(mem_.control, cdcmem::Want::kData) && !for_set;
+}
+
+void Connection::arm_for_set_locked() {
+  cdcmem::arm_for_set(mem_.control, rx_.prod, local_token_, ready_.set_where);
+  ready_.rd_armed = ready_.rd_for_set = true;
+  // Published before the peer could see the bit: it will not mark for it.
+  pull_cdc_locked();
+}
+
+void Connection::mark_own_set_locked() {
+  if (!ready_.set_page) return;
+  if (readyset::mark(ready_.set_page, ready_.set_where.slot)) {
+    char b = 'w';
+    sys::send(ready_.set_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
 }
 
 void Connection::ring_readable_locked() {
@@ -87,19 +111,25 @@ void Connection::ring_readable_locked() {
   if ((ready_.rd_owed > 0 && !new_edge) || app_.engine_end < 0) return;
   if (ready_.rd_armed) {
     // Data is here: take the bit back, or count the byte of the peer that
-    // took it first (it is on the way).
-    ready_.rd_armed = false;
-    if (!cdcmem::disarm(mem_.control, cdcmem::Want::kData)) {
+    // took it first (it is on the way). A ready set's taker marks the set.
+    if (disarm_data_locked()) {
       ++ready_.rd_owed;
       rx_.edge_wanted = false;
       return;
     }
+    // A ready set's arming, taken or not: our own mark below makes sure (a
+    // taker that does not know the set posts its CDC on the link instead,
+    // which brings us here again).
   }
   // A reader that holds the connection takes the data itself and settles
   // the socket on its way out.
   if (ready_.in_reader && mem_.control) return;
-  // Parked: the deferral finds the data, or rings before anyone sleeps.
-  if (ready_.parked) return;
+  // Parked: the deferral finds the data (its ready set marked), or rings
+  // before anyone sleeps.
+  if (ready_.parked) {
+    mark_own_set_locked();
+    return;
+  }
   char b = 'r';
   if (sys::send(app_.engine_end, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) {
     ++ready_.rd_owed;
@@ -111,15 +141,22 @@ void Connection::clear_readable_locked(bool will_sleep) {
   if (app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled) return;
   if (ready_.rd_armed) {
     if (ready_.rd_owed == 0) {
-      if (cdcmem::load_want(mem_.control, cdcmem::Want::kData) & cdcmem::kArmed) return;  // still armed
-      // The peer took the bit: its byte is (or is about to be) on the socket.
-      ++ready_.rd_owed;
-    } else if (!cdcmem::disarm(mem_.control, cdcmem::Want::kData)) {
+      if (cdcmem::load_want(mem_.control, cdcmem::Want::kData) & cdcmem::kArmed) {
+        // Still armed: for the socket nothing to clear; a ready set's
+        // arming is taken back before a blocking read sleeps.
+        if (!will_sleep || !ready_.rd_for_set) return;
+        if (disarm_data_locked()) ++ready_.rd_owed;
+      } else {
+        // The peer took the bit: its byte is (or is about to be) on the
+        // socket, or its mark on the ready set.
+        if (!ready_.rd_for_set) ++ready_.rd_owed;
+      }
+    } else if (disarm_data_locked()) {
       // Armed over a byte already owed (arm_for_next_arrival_locked), and
       // the peer took the bit: one more byte comes.
       ++ready_.rd_owed;
     }
-    ready_.rd_armed = false;
+    ready_.rd_armed = ready_.rd_for_set = false;
   }
   // Exactly the bytes rung, no more: a byte left behind (one the peer had
   // claimed but not yet sent) would make the socket readable with nothing
@@ -159,14 +196,38 @@ void Connection::clear_readable_locked(bool will_sleep) {
 }
 
 void Connection::arm_readable_locked(bool will_sleep) {
+  // A ready set's arming marks a page, which a thread asleep in read()
+  // does not watch: the socket's arming replaces it.
+  if (ready_.rd_armed && ready_.rd_for_set && (will_sleep || ready_.readers_asleep > 0)) disarm_data_locked();
   if (!mem_.control || ready_.rd_armed || ready_.rd_owed > 0 || app_.engine_end < 0) return;
-  if (!will_sleep && ready_.readers_asleep == 0 && (ready_.parked || (ready_.deferral && ready_.deferral->park(this, ready_.deferral_key)))) {
-    // Unarmed: the peer will not ring. What it published already is ours now.
-    ready_.parked = true;
-    pull_cdc_locked();
-    return;
+  if (!will_sleep && ready_.readers_asleep == 0 && (ready_.parked || ready_.deferral)) {
+    if (!ready_.parked) {
+      ReadinessDeferral::Parking p = ready_.deferral->park(this, ready_.deferral_key, fabric_.group);
+      if (p.ok) {
+        ready_.parked = true;
+        ready_.set_page = p.page;
+        ready_.set_where = p.where;
+        ready_.set_bell_fd = p.bell_fd;
+        if (p.announce_bell_fd >= 0 && p.announce_page_fd >= 0 && fabric_.link && !fabric_.link_dead) {
+          // The bell first: the peer uses the set once the page is there.
+          readyset::Announcement a{readyset::Part::kBell, p.where.set_id};
+          if (fabric_.link->post_message_with_fd(readyset::encode(a), p.announce_bell_fd)) {
+            a.part = readyset::Part::kPage;
+            fabric_.link->post_message_with_fd(readyset::encode(a), p.announce_page_fd);
+          }
+        }
+      }
+    }
+    if (ready_.parked) {
+      // With a ready set: armed for it. Without: unarmed, the peer will not
+      // ring; what it published already is ours now.
+      if (ready_.set_page) arm_for_set_locked();
+      else pull_cdc_locked();
+      return;
+    }
   }
   ready_.parked = false;
+  ready_.set_page = nullptr;
   set_data_arming_locked();
 }
 
@@ -192,8 +253,7 @@ bool Connection::set_deferral(ReadinessDeferral* d, int key) {
   // claimed it, and the connection parked as if a read had just emptied it.
   if (d && ready_.rd_armed && ready_.rd_owed == 0 && !ready_.in_reader && ready_.readers_asleep == 0 &&
       rx_.space.used(rx_.prod, rx_.cons).value_or(0) == 0) {
-    ready_.rd_armed = false;
-    if (!cdcmem::disarm(mem_.control, cdcmem::Want::kData)) ++ready_.rd_owed;  // its byte is on the way
+    if (disarm_data_locked()) ++ready_.rd_owed;  // its byte is on the way
     settle_readable_locked();
   }
   return true;
@@ -216,6 +276,10 @@ void Connection::arm_deferred(ReadinessDeferral* d) {
 void Connection::unpark_locked() {
   if (!ready_.parked) return;
   ready_.parked = false;
+  // A ready set's arming is taken back (a mark still in flight finds the
+  // connection not parked: a look, nothing more).
+  if (ready_.rd_armed && ready_.rd_for_set) disarm_data_locked();
+  ready_.set_page = nullptr;
   settle_readable_locked();  // armed, or rung if data came meanwhile
 }
 
@@ -226,6 +290,11 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   drain_inbox_locked();
   if (!ready_.parked || ready_.deferral != d) return Parked::kGone;
   *writable = !ready_.wr_filled;
+  // Parked with a ready set and unarmed (its arming taken): armed again
+  // past what is here, so that its next data marks the set again: a wait
+  // that drops it as empty, or an edge-triggered one that reported it,
+  // hears of the next arrival even while it sleeps.
+  if (ready_.set_page && !ready_.rd_armed && ready_.rd_owed == 0) arm_for_set_locked();
   *data_mark = (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
   // What the readiness socket shows (end-of-file, reset, urgent data) the
   // kernel reports itself.
@@ -262,8 +331,7 @@ bool Connection::spin_for_data_locked() {
   if (!mem_.control || budget == 0 || app_.fd < 0) return false;
   if (!spin_backoff_.worth_trying()) return false;
   if (ready_.rd_armed) {
-    ready_.rd_armed = false;
-    if (!cdcmem::disarm(mem_.control, cdcmem::Want::kData)) {
+    if (disarm_data_locked()) {
       // The peer published and is ringing.
       ++ready_.rd_owed;
       pull_cdc_locked();
@@ -331,7 +399,7 @@ bool Connection::revoke_peer_bell_locked() {
   // count for a few instructions, but a loaded machine can deschedule it for
   // far longer than that.
   bool quiet = wait_peer_quiet_locked(2000);
-  ready_.rd_armed = ready_.wr_armed = false;
+  ready_.rd_armed = ready_.wr_armed = ready_.rd_for_set = false;
   pull_cdc_locked();
   return quiet;
 }

@@ -135,24 +135,32 @@ bool shm_gid_is_local(const clc::Gid& gid) {
   return key == shm_identity().host_key;
 }
 
-bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
+bool shm_make_sealed(const char* name, size_t bytes, int* fd_out, uint8_t** addr) {
   // Hidden at once: made on the engine thread, it would otherwise hold the
   // lowest free number while the application may be opening a file.
-  int fd = sys::hide_fd(static_cast<int>(::syscall(SYS_memfd_create, "smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  int fd = sys::hide_fd(static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (fd < 0) return false;
-  // The RMB, then the page where the peer writes its CDCs (core/cdc_mem.h).
-  const size_t mapped = size + cdcmem::kControlBytes;
-  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0 ||
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
       sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     sys::close(fd);
     return false;
   }
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     sys::close(fd);
     return false;
   }
-  out->addr = static_cast<uint8_t*>(p);
+  *fd_out = fd;
+  *addr = static_cast<uint8_t*>(p);
+  return true;
+}
+
+bool shm_alloc_rmb(uint32_t size, LocalRmb* out) {
+  // The RMB, then the page where the peer writes its CDCs (core/cdc_mem.h).
+  int fd = -1;
+  uint8_t* p = nullptr;
+  if (!shm_make_sealed("smcr-rmb", size + cdcmem::kControlBytes, &fd, &p)) return false;
+  out->addr = p;
   out->size = size;
   out->control = out->addr + size;
   out->handle = fd;

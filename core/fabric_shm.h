@@ -39,6 +39,11 @@ const ShmIdentity& shm_identity();
 // True if `gid` names a shared-memory endpoint reachable from this process.
 bool shm_gid_is_local(const clc::Gid& gid);
 
+// Shared memory a peer may map: a memfd (hidden, close-on-exec) of `bytes`,
+// sealed against shrinking and growing (a peer that mapped it cannot be
+// made to SIGBUS), mapped shared. False on failure, nothing left open.
+bool shm_make_sealed(const char* name, size_t bytes, int* fd, uint8_t** addr);
+
 // False also when no random RKey and VA can be had (they are the rendezvous
 // secret).
 bool shm_alloc_rmb(uint32_t size, LocalRmb* out);

@@ -1,5 +1,7 @@
 #include "core/link_group.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -47,11 +49,16 @@ static_assert(kMaxGroupLinks - 1 <= std::tuple_size_v<decltype(llc::ConfirmRkey{
 // flight.
 constexpr size_t kGroupFullAt = rmb::PeerTable::kMax - 15;
 
+uint64_t next_group_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 LinkGroup::LinkGroup(Role role, const clc::PeerId& peer, std::unique_ptr<Link> link, uint8_t link_num,
                      const LinkIdentity& local, const LinkIdentity& remote)
-    : role_(role), peer_(peer), owner_generation_(process_generation()) {
+    : role_(role), peer_(peer), owner_generation_(process_generation()), serial_(next_group_serial()) {
   add_link(std::move(link), link_num, local, remote);
 }
 
@@ -409,6 +416,47 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
 LinkGroup::~LinkGroup() {
   free_all_rmbs();
   for (auto& [token, fd] : early_bells_) sys::close(fd);
+  for (auto& s : peer_ready_sets_) {
+    if (uint8_t* page = s.page.load()) munmap(page, readyset::kPageBytes);
+    if (int fd = s.bell_fd.load(); fd >= 0) sys::close(fd);
+  }
+}
+
+bool LinkGroup::peer_ready_set(uint32_t id, uint8_t** page, int* bell_fd) const {
+  if (id >= readyset::kMaxPerGroup) return false;
+  const PeerReadySet& s = peer_ready_sets_[id];
+  *page = s.page.load(std::memory_order_acquire);
+  *bell_fd = s.bell_fd.load(std::memory_order_acquire);
+  return *page && *bell_fd >= 0;
+}
+
+bool LinkGroup::next_ready_set_id(uint32_t* id) {
+  uint32_t n = ready_set_ids_used_.fetch_add(1, std::memory_order_relaxed);
+  if (n >= readyset::kMaxPerGroup) {
+    ready_set_ids_used_.store(readyset::kMaxPerGroup, std::memory_order_relaxed);
+    return false;
+  }
+  *id = n;
+  return true;
+}
+
+void LinkGroup::install_peer_ready_set(const readyset::Announcement& a, int fd) {
+  // Engine thread only. Each part once: a repeated one is dropped.
+  PeerReadySet& s = peer_ready_sets_[a.id];
+  if (a.part == readyset::Part::kBell) {
+    // Whatever it is, it is only ever sent to with MSG_DONTWAIT.
+    int expected = -1;
+    if (!s.bell_fd.compare_exchange_strong(expected, fd, std::memory_order_release)) sys::close(fd);
+    return;
+  }
+  uint8_t* page = readyset::map_remote(fd);
+  sys::close(fd);
+  if (!page) {
+    SMCR_LOG(1, "link group: the peer's ready set %u is not a sealed page: not used", a.id);
+    return;
+  }
+  uint8_t* none = nullptr;
+  if (!s.page.compare_exchange_strong(none, page, std::memory_order_release)) munmap(page, readyset::kPageBytes);
 }
 
 bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
@@ -485,6 +533,12 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
     }
     c->on_rehome_request(fd, r->sender_token);
     c->unref();
+    return;
+  }
+  if (auto set = readyset::decode(msg); set && shm()) {
+    // A ready set of the peer's epoll set (core/ready_set.h).
+    int fd = links_[static_cast<size_t>(slot)].link->take_attached_fd();
+    if (fd >= 0) install_peer_ready_set(*set, fd);
     return;
   }
   if (auto token = cdcmem::decode_bell(msg); token && shm()) {

@@ -19,6 +19,7 @@
 #include "core/fabric.h"
 #include "core/llc.h"
 #include "core/mutex.h"
+#include "core/ready_set.h"
 #include "core/rmb.h"
 
 namespace smcr {
@@ -213,6 +214,18 @@ class LinkGroup {
   // Every link is down.
   bool failed() const { return failed_.load(); }
 
+  // Ready sets (core/ready_set.h). Writer side: the peer's set `id`, its
+  // page and bell (a socket), once both have arrived; false otherwise (the writer
+  // then posts its CDC on the link). Lock-free: installed once, kept until
+  // the group ends (connections that use it hold the group).
+  bool peer_ready_set(uint32_t id, uint8_t** page, int* bell_fd) const;
+  // Reader side: a fresh id for a set of ours on this group (never reused
+  // within the group's life); false once kMaxPerGroup are used up.
+  bool next_ready_set_id(uint32_t* id);
+  // Tells this group from any other of the process, past or future (its
+  // address may be reused).
+  uint64_t serial() const { return serial_; }
+
  private:
   struct GroupLink {
     std::unique_ptr<Link> link;
@@ -257,6 +270,16 @@ class LinkGroup {
   std::map<uint32_t, std::vector<std::array<uint8_t, 44>>> early_cdcs_ SMCR_GUARDED_BY(mu_);
   // Readiness sockets (core/cdc_mem.h) that arrived before their connection.
   std::map<uint32_t, int> early_bells_ SMCR_GUARDED_BY(mu_);
+  // The peer's ready sets, by id (peer_ready_set): the engine installs the
+  // bell, then the page; writers read them without the group's lock.
+  struct PeerReadySet {
+    std::atomic<uint8_t*> page{nullptr};
+    std::atomic<int> bell_fd{-1};
+  };
+  std::array<PeerReadySet, readyset::kMaxPerGroup> peer_ready_sets_;
+  void install_peer_ready_set(const readyset::Announcement& a, int fd);
+  std::atomic<uint32_t> ready_set_ids_used_{0};
+  const uint64_t serial_;
   bool draining_others_ = false;  // engine thread: a failover validation is draining the other links
 
   Mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)

@@ -180,6 +180,9 @@ void for_each_counter(Counters& c, F&& f) {
   f("cdc_sent", c.cdc_sent);
   f("cdc_in_memory", c.cdc_in_memory);
   f("bells_sent", c.bells_sent);
+  f("peer_doorbells", c.peer_doorbells);
+  f("ready_set_marks", c.ready_set_marks);
+  f("ready_set_wakes", c.ready_set_wakes);
   f("bells_on_cdc", c.bells_on_cdc);
   f("epoll_from_memory", c.epoll_from_memory);
   f("cdc_received", c.cdc_received);

@@ -47,6 +47,9 @@ struct Counters {
   std::atomic<uint64_t> cdc_sent{0};
   std::atomic<uint64_t> cdc_received{0};
   std::atomic<uint64_t> cdc_in_memory{0};  // sent CDCs that went through the peer's control page only
+  std::atomic<uint64_t> peer_doorbells{0};   // doorbell bytes written into the peer's readiness socket
+  std::atomic<uint64_t> ready_set_marks{0};  // data told to the peer's epoll set through its ready set
+  std::atomic<uint64_t> ready_set_wakes{0};  // ... that woke its sleeping thread (a send on its bell)
   std::atomic<uint64_t> bells_sent{0};      // readiness sockets passed to the peer alone
   std::atomic<uint64_t> bells_on_cdc{0};    // ... and on a CDC that went on the link anyway
   std::atomic<uint64_t> epoll_from_memory{0};  // epoll events found in memory, no readiness socket rung

@@ -28,6 +28,7 @@
 
 #include "core/cdc.h"
 #include "core/cdc_mem.h"
+#include "core/ready_set.h"
 #include "core/connection.h"
 #include "core/fabric_shm.h"
 #include "core/handoff.h"
@@ -240,6 +241,10 @@ class LlcRig {
     }
     if (type == cdcmem::kBellMessageType) {
       FUZZ_CHECK(cdcmem::decode_bell(m).has_value(), "a bell message that does not decode");
+      return;
+    }
+    if (type == readyset::kMessageType) {
+      FUZZ_CHECK(readyset::decode(m).has_value(), "a ready-set announcement that does not decode");
       return;
     }
     if (type == handoff::kRehomeMessageType) {

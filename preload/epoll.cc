@@ -2,10 +2,12 @@
 #include "preload/epoll.h"
 
 #include <errno.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -14,6 +16,9 @@
 #include "core/connection.h"
 #include "core/cpu_relax.h"
 #include "core/env.h"
+#include "core/link_group.h"
+#include "core/random.h"
+#include "core/ready_set.h"
 #include "core/log.h"
 #include "core/spin_backoff.h"
 #include "core/sys.h"
@@ -43,8 +48,42 @@ bool deferral_enabled() {
   return on;
 }
 
-// Parked connections per epoll set at a time (see EpollGroup::park).
+// Parked connections per epoll set at a time without a ready set (see
+// EpollGroup::park): each is looked at by every wait.
 constexpr size_t kMaxParked = 64;
+
+// SMCR_READY_SETS=0 parks without ready sets (as before them: at most
+// kMaxParked per set, looked at by every wait).
+bool ready_sets_enabled() {
+  static const bool on = env_long("SMCR_READY_SETS", 1, 0, 1) != 0;
+  return on;
+}
+// Ready sets per epoll set (one per peer link group); beyond, the next
+// groups' connections park without one.
+constexpr size_t kMaxRingsPerSet = 64;
+
+// The registration data of a ready set's bell (EpollGroup::Ring): never
+// returned to the application. Random per process, so that no
+// application's own data is mistaken for it.
+std::atomic<uint64_t> g_bell_data{0};
+std::atomic<bool> g_any_bell{false};
+uint64_t bell_data() {
+  uint64_t v = g_bell_data.load(std::memory_order_relaxed);
+  if (v) return v;
+  uint64_t fresh = 0;
+  if (!random_bytes(&fresh, sizeof fresh) || fresh == 0) fresh = 0x736d63722d62656cULL ^ reinterpret_cast<uintptr_t>(&g_bell_data);
+  uint64_t none = 0;
+  return g_bell_data.compare_exchange_strong(none, fresh) ? fresh : none;
+}
+// Takes the ready sets' bell events out of what the kernel returned.
+int drop_bell_events(epoll_event* events, int n) {
+  if (n <= 0 || !g_any_bell.load(std::memory_order_relaxed)) return n;
+  const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
+  int k = 0;
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.u64 != bell) events[k++] = events[i];
+  return k;
+}
 
 bool eligible(uint32_t events) {
   return (events & EPOLLIN) && !(events & (EPOLLONESHOT | EPOLLEXCLUSIVE));
@@ -56,20 +95,42 @@ class EpollGroup final : public ReadinessDeferral {
 
   bool current() const { return generation_ == process_generation(); }
 
-  bool park(Connection* c, int key) override {
+  Parking park(Connection* c, int key, LinkGroup* group) override {
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    if (sleepers_ > 0 || disabled_) return false;
+    Parking p;
+    if (disabled_) return p;
     auto it = regs_.find(key);
-    if (it == regs_.end() || it->second.conn != c) return false;
-    if (!it->second.listed) {
+    if (it == regs_.end() || it->second.conn != c) return p;
+    Registration& reg = it->second;
+    if (group && ready_sets_enabled()) {
+      if (reg.ring && reg.ring->group_serial != group->serial()) release_slot(key, reg);
+      if (!reg.ring) take_slot(key, reg, group);
+      if (Ring* r = reg.ring) {
+        // Armed for the ready set: any number of these, and a thread may
+        // sleep while they are (the peer's writer wakes it).
+        p.ok = true;
+        p.page = r->page;
+        p.where = cdcmem::ReadySetSlot{r->id, reg.slot};
+        p.bell_fd = r->bell_send;
+        if (!r->announced) {
+          r->announced = true;
+          p.announce_bell_fd = r->bell_send;
+          p.announce_page_fd = r->memfd;
+        }
+        return p;
+      }
+    }
+    if (sleepers_ > 0) return p;
+    if (!reg.listed) {
       // Every wait looks at each parked connection: a bounded few, the
       // most recently active; the rest are armed as usual.
-      if (parked_.size() >= kMaxParked) return false;
-      it->second.listed = true;
+      if (parked_.size() >= kMaxParked) return p;
+      reg.listed = true;
       parked_.push_back(key);
       has_parked_.store(true, std::memory_order_relaxed);
     }
-    return true;
+    p.ok = true;
+    return p;
   }
 
   // Takes a reference of `c` (the caller's).
@@ -81,6 +142,21 @@ class EpollGroup final : public ReadinessDeferral {
         return;
       }
       auto [it, fresh] = regs_.try_emplace(fd);
+      if (!fresh && !it->second.active && it->second.conn == c) {
+        // Registered again after a DEL that kept it parked (deactivate):
+        // nothing to arm; what came meanwhile is looked at by the next wait.
+        Registration& reg = it->second;
+        reg.active = true;
+        reg.events = ev.events;
+        reg.data = ev.data.u64;
+        reg.reported = false;
+        if (!reg.queued) {
+          reg.queued = true;
+          ready_.push_back(fd);
+        }
+        c->unref();
+        return;
+      }
       if (!fresh) {  // the number was reused without our seeing the close
         c->unref();
         return;
@@ -175,13 +251,48 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(fd);
       if (it == regs_.end()) return false;
       if (eligible(ev.events)) {
-        it->second.events = ev.events;
-        it->second.data = ev.data.u64;
+        Registration& reg = it->second;
+        reg.events = ev.events;
+        reg.data = ev.data.u64;
+        if (!reg.active) {
+          reg.active = true;
+          reg.reported = false;
+          if (!reg.queued) {
+            reg.queued = true;
+            ready_.push_back(fd);
+          }
+        }
+        return true;
+      }
+    }
+    deactivate(fd);
+    return true;
+  }
+
+  // EPOLL_CTL_DEL, or a MOD without EPOLLIN: an event loop that takes the
+  // fd out for each request and puts it back for the reply (redis's ae)
+  // would otherwise unpark and re-park it every time, and a reply that came
+  // in between would ring the readiness socket. A registration with a
+  // ready set stays, inactive and parked (its marks are dropped), until
+  // it is registered again here (add, modify), the fd is closed or
+  // registered elsewhere (remove), or the set goes. True if kept.
+  bool deactivate(int fd) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      auto it = regs_.find(fd);
+      if (it == regs_.end()) return false;
+      if (it->second.ring && !disabled_) {
+        it->second.active = false;
         return true;
       }
     }
     remove(fd);
-    return true;
+    return false;
+  }
+  bool inactive(int fd) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto it = regs_.find(fd);
+    return it != regs_.end() && !it->second.active;
   }
 
   void remove(int fd) {
@@ -194,6 +305,8 @@ class EpollGroup final : public ReadinessDeferral {
       if (it == regs_.end()) return;
       c = it->second.conn;
       if (it->second.listed) parked_.erase(std::find(parked_.begin(), parked_.end(), fd));
+      if (it->second.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), fd));
+      if (it->second.ring) release_slot(fd, it->second);
       regs_.erase(it);
     }
     c->set_deferral(nullptr, -1);
@@ -212,6 +325,7 @@ class EpollGroup final : public ReadinessDeferral {
       for (auto& p : pending_) forget_registration(p.first);
       regs_.clear();
       parked_.clear();
+      ready_.clear();
       pending_.clear();
       smc_data_.clear();
       smc_data_of_fd_.clear();
@@ -226,6 +340,9 @@ class EpollGroup final : public ReadinessDeferral {
       c->set_deferral(nullptr, -1);
       c->unref();
     }
+    // Only now: no connection names a page or the eventfd any more.
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    free_rings();
   }
 
   // Something may sleep on this epoll set without asking us (nested in
@@ -239,6 +356,21 @@ class EpollGroup final : public ReadinessDeferral {
       has_pending_.store(false);
     }
     arm_parked();
+    // And those armed for a ready set: a thread that sleeps without asking
+    // us would not be woken by a mark.
+    std::vector<Connection*> conns;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (auto& [fd, reg] : regs_) {
+        if (!reg.ring) continue;
+        reg.conn->ref();
+        conns.push_back(reg.conn);
+      }
+    }
+    for (Connection* c : conns) {
+      c->arm_deferred(this);
+      c->unref();
+    }
   }
 
   // Events of parked connections that have data, into out[0..max). Round
@@ -246,9 +378,15 @@ class EpollGroup final : public ReadinessDeferral {
   // each call starts after the last connection the previous one reported,
   // so busy connections beyond `max` are not starved by the first ones.
   int collect(epoll_event* out, int max) {
-    if (!has_parked_.load(std::memory_order_relaxed)) return 0;
+    // A ready set may be marked after its last registration left (a
+    // stale arming): drained all the same, or a sleep would never come.
+    if (!has_parked() && !has_rings_.load(std::memory_order_relaxed)) return 0;
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    int n = 0;
+    int n = collect_ready_locked(out, max);
+    if (!has_parked_.load(std::memory_order_relaxed) || n >= max) {
+      if (n) counters().epoll_from_memory.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      return n;
+    }
     bool dropped = false;
     const size_t count = parked_.size();
     const size_t start = count ? rotation_ % count : 0;
@@ -295,7 +433,9 @@ class EpollGroup final : public ReadinessDeferral {
     return n;
   }
 
-  bool has_parked() const { return has_parked_.load(std::memory_order_relaxed); }
+  bool has_parked() const {
+    return has_parked_.load(std::memory_order_relaxed) || has_ring_regs_.load(std::memory_order_relaxed);
+  }
 
   // With room for one event only, whether this call looks at the kernel's
   // set before the parked connections: every fourth call after events came
@@ -313,17 +453,32 @@ class EpollGroup final : public ReadinessDeferral {
     else memory_streak_.store(0, std::memory_order_relaxed);
   }
 
-  // A thread is about to sleep in the kernel: no connection stays parked.
-  void before_sleep() {
+  // A thread is about to sleep in the kernel: no connection stays parked
+  // without a ready set, and the ready sets are told to wake it. False if
+  // a ready set has marks already (collect instead); after_sleep() either
+  // way. *nap: the sleep must be short, a marked connection was held by
+  // another thread when last looked at (it is not marked again).
+  bool before_sleep(bool* nap) {
+    bool quiet = true;
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
+      *nap = busy_ && !ready_.empty();
       ++sleepers_;
+      for (auto& r : rings_) readyset::set_sleeping(r->page, true);
+      for (auto& r : rings_)
+        if (readyset::pending(r->page)) quiet = false;
     }
     arm_parked();
+    return quiet;
   }
   void after_sleep() {
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    --sleepers_;
+    // A writer that found the flag set cleared it (and rang); threads still
+    // asleep want it set for the next.
+    if (--sleepers_ == 0)
+      for (auto& r : rings_) readyset::set_sleeping(r->page, false);
+    else
+      for (auto& r : rings_) readyset::set_sleeping(r->page, true);
   }
 
   // Adaptive, as a blocking read's spin.
@@ -332,10 +487,26 @@ class EpollGroup final : public ReadinessDeferral {
   SpinBackoff& probe() { return probe_; }
 
  private:
+  // A ready set (core/ready_set.h) of this epoll set for one link group.
+  struct Ring {
+    uint64_t group_serial = 0;
+    uint32_t id = 0;  // on that group
+    int memfd = -1;
+    uint8_t* page = nullptr;
+    int bell_recv = -1, bell_send = -1;  // make_bell
+    bool announced = false;  // its page and its bell handed to the peer
+    std::vector<int> fd_of_slot;  // -1: free
+    std::vector<uint32_t> free_slots;
+  };
+
   struct Registration {
     Connection* conn = nullptr;  // referenced
     uint32_t events = 0;
     uint64_t data = 0;
+    Ring* ring = nullptr;  // its ready set, and its slot there
+    uint32_t slot = 0;
+    bool queued = false;  // in ready_
+    bool active = true;   // registered by the application (deactivate)
     bool listed = false;  // in parked_
     // EPOLLET: the data mark (Connection::poll_parked) last reported.
     bool reported = false;
@@ -344,6 +515,160 @@ class EpollGroup final : public ReadinessDeferral {
 
   // The fd is in no followed epoll set any more (its set was closed).
   void forget_registration(int fd);
+
+  // A slot in the ready set of `group` for `key` (none: the registration
+  // parks without one).
+  void take_slot(int key, Registration& reg, LinkGroup* group) {
+    Ring* ring = nullptr;
+    for (auto& r : rings_)
+      if (r->group_serial == group->serial()) ring = r.get();
+    if (!ring) {
+      if (rings_.size() >= kMaxRingsPerSet) return;
+      auto r = std::make_unique<Ring>();
+      if (!make_bell(r.get())) return;
+      uint32_t id = 0;
+      if (!group->next_ready_set_id(&id) || !readyset::create(&r->memfd, &r->page)) {
+        close_bell(r.get());
+        return;
+      }
+      r->group_serial = group->serial();
+      r->id = id;
+      r->fd_of_slot.assign(readyset::kSlots, -1);
+      for (uint32_t s = readyset::kSlots; s-- > 0;) r->free_slots.push_back(s);
+      readyset::set_sleeping(r->page, sleepers_ > 0);
+      ring = r.get();
+      rings_.push_back(std::move(r));
+      has_rings_.store(true, std::memory_order_relaxed);
+    }
+    if (ring->free_slots.empty()) return;
+    reg.ring = ring;
+    reg.slot = ring->free_slots.back();
+    ring->free_slots.pop_back();
+    ring->fd_of_slot[reg.slot] = key;
+    ++ring_regs_;
+    has_ring_regs_.store(true, std::memory_order_relaxed);
+  }
+  void release_slot(int key, Registration& reg) {
+    if (reg.ring->fd_of_slot[reg.slot] == key) {
+      reg.ring->fd_of_slot[reg.slot] = -1;
+      reg.ring->free_slots.push_back(reg.slot);
+    }
+    reg.ring = nullptr;
+    if (--ring_regs_ == 0) has_ring_regs_.store(false, std::memory_order_relaxed);
+  }
+
+  // The ready set's bell: a socket pair whose receiving end is registered
+  // in the set (edge-triggered: every byte is an event; emptied now and
+  // then, drain_bells) and whose sending end goes to the peer. A socket,
+  // not an eventfd: the writer sends with MSG_DONTWAIT, which no peer can
+  // make block (an eventfd's O_NONBLOCK is the peer's to clear), and one
+  // per ready set, so that a peer that fills its own bell silences nobody
+  // else's.
+  bool make_bell(Ring* r) {
+    int sv[2];
+    if (sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return false;
+    r->bell_recv = sys::hide_fd(sv[0]);
+    r->bell_send = sys::hide_fd(sv[1]);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = bell_data();
+    g_any_bell.store(true, std::memory_order_relaxed);
+    if (r->bell_recv < 0 || r->bell_send < 0 || sys::epoll_ctl(epfd_, EPOLL_CTL_ADD, r->bell_recv, &ev) != 0) {
+      close_bell(r);
+      return false;
+    }
+    return true;
+  }
+  static void close_bell(Ring* r) {
+    if (r->bell_recv >= 0) sys::close(r->bell_recv);  // leaves the epoll set with it
+    if (r->bell_send >= 0) sys::close(r->bell_send);
+    r->bell_recv = r->bell_send = -1;
+  }
+
+ public:
+  // A bell rang (the kernel reported one): every so often the bells are
+  // emptied, so that their buffers never fill (an edge is reported per
+  // byte, so what is left in them wakes nobody).
+  void drain_bells() {
+    if ((++bell_events_ & 31) != 0) return;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    char junk[256];
+    for (auto& r : rings_)
+      while (sys::recv(r->bell_recv, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+      }
+  }
+
+ private:
+  void free_rings() {
+    for (auto& r : rings_) {
+      munmap(r->page, readyset::kPageBytes);
+      sys::close(r->memfd);
+      close_bell(r.get());
+    }
+    rings_.clear();
+    has_rings_.store(false, std::memory_order_relaxed);
+    ring_regs_ = 0;
+    has_ring_regs_.store(false, std::memory_order_relaxed);
+  }
+
+  // Registrations whose ready set was marked, then every one still queued:
+  // those with data are reported (and go to the back, as the kernel's
+  // ready list moves a reported fd), those without leave the queue.
+  int collect_ready_locked(epoll_event* out, int max) {
+    for (auto& r : rings_) {
+      if (!readyset::pending(r->page)) continue;
+      readyset::drain(r->page, [&](uint32_t slot) {
+        int fd = r->fd_of_slot[slot];
+        if (fd < 0) return;
+        auto it = regs_.find(fd);
+        if (it == regs_.end() || it->second.queued) return;
+        it->second.queued = true;
+        ready_.push_back(fd);
+      });
+    }
+    busy_ = false;
+    if (ready_.empty()) return 0;
+    int n = 0;
+    size_t kept = 0;
+    reported_.clear();
+    for (size_t i = 0; i < ready_.size(); ++i) {
+      const int fd = ready_[i];
+      auto it = regs_.find(fd);
+      if (it == regs_.end()) continue;
+      Registration& reg = it->second;
+      if (!reg.active) {
+        reg.queued = false;
+        continue;
+      }
+      bool writable = false, keep = true;
+      uint64_t mark = 0;
+      switch (n < max ? reg.conn->poll_parked(this, &writable, &mark) : Connection::Parked::kBusy) {
+        case Connection::Parked::kGone:
+        case Connection::Parked::kEmpty:
+          keep = false;
+          break;
+        case Connection::Parked::kReadable:
+          if ((reg.events & EPOLLET) && reg.reported && reg.reported_mark == mark) break;
+          reg.reported = true;
+          reg.reported_mark = mark;
+          out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) | (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
+          out[n].data.u64 = reg.data;
+          ++n;
+          reported_.push_back(fd);
+          continue;
+        case Connection::Parked::kBusy:
+          // Held by another thread (our engine, marking it): looked at
+          // again soon, even by a thread about to sleep (busy_).
+          busy_ = true;
+          break;
+      }
+      if (keep) ready_[kept++] = fd;
+      else reg.queued = false;
+    }
+    ready_.resize(kept);
+    ready_.insert(ready_.end(), reported_.begin(), reported_.end());
+    return n;
+  }
 
   void arm_parked() {
     std::vector<Connection*> conns;
@@ -372,10 +697,16 @@ class EpollGroup final : public ReadinessDeferral {
   std::recursive_mutex mu_;
   std::unordered_map<int, Registration> regs_;
   std::vector<int> parked_;
+  std::vector<std::unique_ptr<Ring>> rings_;
+  std::vector<int> ready_;     // registrations whose ready set was marked, until found empty
+  std::vector<int> reported_;  // collect_ready_locked's scratch
+  size_t ring_regs_ = 0;       // registrations with a ready set slot
+  bool busy_ = false;          // the last look at ready_ found one held (kBusy)
+  std::atomic<uint32_t> bell_events_{0};  // drain_bells
   std::vector<std::pair<int, epoll_event>> pending_;
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
   std::unordered_map<int, uint64_t> smc_data_of_fd_;
-  std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false};
+  std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false}, has_ring_regs_{false}, has_rings_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
   size_t rotation_ = 0;           // collect: where the next call starts in parked_
@@ -443,8 +774,8 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
   }
   if (op == EPOLL_CTL_DEL) {
     if (g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
-      g_registered_in[fd].store(0, std::memory_order_relaxed);
-      if (EpollGroup* g = group_of(epfd)) g->remove(fd);
+      EpollGroup* g = group_of(epfd);
+      if (!g || !g->deactivate(fd)) g_registered_in[fd].store(0, std::memory_order_relaxed);
     }
     errno = saved;
     return rc;
@@ -456,7 +787,7 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
   if (op == EPOLL_CTL_MOD && g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
     EpollGroup* g = group_of(epfd);
     if (g && g->modify(fd, *ev)) {
-      if (!eligible(ev->events)) g_registered_in[fd].store(0, std::memory_order_relaxed);
+      if (!eligible(ev->events) && !g->inactive(fd)) g_registered_in[fd].store(0, std::memory_order_relaxed);
       errno = saved;
       return rc;
     }
@@ -465,6 +796,14 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
   // A MOD of an fd not followed yet (it was not eligible) counts as an ADD.
   if (!eligible(ev->events)) return rc;
   int prev = g_registered_in[fd].load(std::memory_order_relaxed);
+  if (prev != 0 && prev != epfd + 1) {
+    // Kept parked by a set it was taken out of: that set lets it go.
+    if (EpollGroup* other = group_of(prev - 1); other && other->inactive(fd)) {
+      other->remove(fd);
+      g_registered_in[fd].store(0, std::memory_order_relaxed);
+      prev = 0;
+    }
+  }
   if (prev != 0 && prev != epfd + 1) {
     // A second epoll set: nobody parks it.
     if (Connection* c = fd_table().get(fd)) {
@@ -489,9 +828,17 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
 
 namespace {
 
-template <typename WaitKernel>
-int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_event* events, int maxevents,
+template <typename WaitKernelRaw>
+int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epoll_event* events, int maxevents,
                        long long timeout_ns) {
+  // The set's own eventfd (ready sets) is never an event of the application's.
+  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
+    int k = wait_kernel_raw(out, max, ns);
+    if (k <= 0) return k;
+    int kept = drop_bell_events(out, k);
+    if (kept < k) g->drain_bells();
+    return kept;
+  };
   g->resolve_pending();
   // The kernel's set gets a look whenever memory answers (below): with one
   // slot left for it, or, with room for one event only, on its turn.
@@ -552,14 +899,39 @@ int wait_with_deferral(EpollGroup* g, WaitKernel& wait_kernel, struct epoll_even
     }
     g->spin().missed();
   }
-  g->before_sleep();
-  long long left = timeout_ns;
-  if (left > 0) left = std::max<long long>(0, left - (sys::now_ns() - start));
-  n = wait_kernel(events, maxevents, left);
-  int saved = errno;
-  g->after_sleep();
-  errno = saved;
-  return n;
+  for (;;) {
+    bool nap = false;
+    bool may_sleep = g->before_sleep(&nap);
+    long long left = timeout_ns;
+    if (left > 0) left = std::max<long long>(0, left - (sys::now_ns() - start));
+    constexpr long long kNapNs = 1000000;
+    const bool napping = nap && (left < 0 || left > kNapNs);
+    if (napping) left = kNapNs;
+    int k = 0;
+    int saved = errno;
+    if (may_sleep) {
+      // Only the set's eventfd may wake it with nothing for the
+      // application (dropped): then the marks are collected below.
+      k = wait_kernel_raw(events, maxevents, left);
+      saved = errno;
+    }
+    g->after_sleep();
+    if (k < 0) {
+      errno = saved;
+      return k;
+    }
+    int before = k;
+    k = drop_bell_events(events, k);
+    if (k < before) g->drain_bells();
+    if (k > 0) return k;
+    n = g->collect(events, maxevents);
+    if (n > 0) return n;
+    // Woken for nothing (a mark whose data was read meanwhile), or the
+    // time is up.
+    if (may_sleep && before == 0 && !napping) return 0;
+    if (timeout_ns >= 0 && sys::now_ns() - start >= timeout_ns) return 0;
+    errno = saved;
+  }
 }
 
 }  // namespace
@@ -573,7 +945,17 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
     return pwait2(epfd, out, max, ns < 0 ? nullptr : &ts, mask);
   };
   EpollGroup* g = group_of(epfd);
-  if (!g || maxevents <= 0) return wait_kernel(events, maxevents, timeout_ns);
+  if (!g || maxevents <= 0) {
+    // Another process's set (inherited) may hold its eventfd: its events
+    // are dropped, and a wait they alone ended goes on.
+    const int64_t start = timeout_ns > 0 ? sys::now_ns() : 0;
+    for (;;) {
+      long long left = timeout_ns > 0 ? std::max<long long>(0, timeout_ns - (sys::now_ns() - start)) : timeout_ns;
+      int k = wait_kernel(events, maxevents, left);
+      if (k <= 0) return k;
+      if (int kept = drop_bell_events(events, k); kept > 0 || left == 0) return kept;
+    }
+  }
   int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
   if (got > 0) g->add_errors(events, got);
   return got;
