@@ -143,17 +143,10 @@ class EpollGroup final : public ReadinessDeferral {
       }
       auto [it, fresh] = regs_.try_emplace(fd);
       if (!fresh && !it->second.active && it->second.conn == c) {
-        // Registered again after a DEL that kept it parked (deactivate):
-        // nothing to arm; what came meanwhile is looked at by the next wait.
-        Registration& reg = it->second;
-        reg.active = true;
-        reg.events = ev.events;
-        reg.data = ev.data.u64;
-        reg.reported = false;
-        if (!reg.queued) {
-          reg.queued = true;
-          ready_.push_back(fd);
-        }
+        // Registered again after a DEL that kept it parked (deactivate).
+        it->second.events = ev.events;
+        it->second.data = ev.data.u64;
+        reactivate_locked(fd, it->second);
         c->unref();
         return;
       }
@@ -254,14 +247,7 @@ class EpollGroup final : public ReadinessDeferral {
         Registration& reg = it->second;
         reg.events = ev.events;
         reg.data = ev.data.u64;
-        if (!reg.active) {
-          reg.active = true;
-          reg.reported = false;
-          if (!reg.queued) {
-            reg.queued = true;
-            ready_.push_back(fd);
-          }
-        }
+        if (!reg.active) reactivate_locked(fd, reg);
         return true;
       }
     }
@@ -516,6 +502,20 @@ class EpollGroup final : public ReadinessDeferral {
   // The fd is in no followed epoll set any more (its set was closed).
   void forget_registration(int fd);
 
+  // Looked at by the next wait (collect_ready_locked), once.
+  void queue_locked(int fd, Registration& reg) {
+    if (reg.queued) return;
+    reg.queued = true;
+    ready_.push_back(fd);
+  }
+  // Registered again (add, modify) after deactivate kept it parked: nothing
+  // to arm; what came meanwhile is looked at by the next wait.
+  void reactivate_locked(int fd, Registration& reg) {
+    reg.active = true;
+    reg.reported = false;
+    queue_locked(fd, reg);
+  }
+
   // A slot in the ready set of `group` for `key` (none: the registration
   // parks without one).
   void take_slot(int key, Registration& reg, LinkGroup* group) {
@@ -620,10 +620,7 @@ class EpollGroup final : public ReadinessDeferral {
       readyset::drain(r->page, [&](uint32_t slot) {
         int fd = r->fd_of_slot[slot];
         if (fd < 0) return;
-        auto it = regs_.find(fd);
-        if (it == regs_.end() || it->second.queued) return;
-        it->second.queued = true;
-        ready_.push_back(fd);
+        if (auto it = regs_.find(fd); it != regs_.end()) queue_locked(fd, it->second);
       });
     }
     busy_ = false;
