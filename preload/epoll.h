@@ -9,7 +9,10 @@
 // does not ring, and epoll_wait finds the data by looking at the parked
 // connections before, and for a bounded while instead of, sleeping. Before
 // a thread sleeps in the kernel every parked connection is armed again, so
-// a wake-up is never lost.
+// a wake-up is never lost. With a ready set (core/ready_set.h) a parked
+// connection stays armed for the set's shared page instead: any number
+// park, and the peer's writer wakes a sleeping thread through the set's
+// bell (docs/ARCHITECTURE.md, "Ready sets").
 //
 // Only what the interposition can see is parked: a connection registered
 // in one epoll set, for EPOLLIN, without EPOLLONESHOT or EPOLLEXCLUSIVE. A
