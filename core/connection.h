@@ -296,6 +296,15 @@ class Connection {
   // producer cursor), so that an edge-triggered registration is told of
   // each arrival once.
   Parked poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark);
+  // Everything epoll would report for the fd now (EPOLLIN, EPOLLOUT,
+  // EPOLLRDHUP, EPOLLHUP, EPOLLERR, EPOLLPRI and their NORM/BAND twins), for
+  // a registration the interposition keeps in memory (preload/epoll.cc,
+  // "virtual"). Without a system call while the connection is open both
+  // ways, its window open and nothing rung on its readiness socket; else
+  // the readiness socket is polled too. kBusy: another thread holds it;
+  // kGone: another process's; else kReadable. Re-arms a connection `d`
+  // parked with a ready set, as poll_parked does.
+  Parked poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark);
 
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be

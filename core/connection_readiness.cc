@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -301,6 +302,37 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   if (app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled || rx_.priority_raised || ready_.rd_owed > 0 || close_.aborted)
     return Parked::kEmpty;
   return rx_.space.used(rx_.prod, rx_.cons).value_or(0) > 0 ? Parked::kReadable : Parked::kEmpty;
+}
+
+Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark) {
+  if (foreign()) return Parked::kGone;
+  if (!mu_.try_lock()) return Parked::kBusy;
+  Hold lock(*this, std::adopt_lock);
+  drain_inbox_locked();
+  if (ready_.parked && ready_.deferral == d && ready_.set_page && !ready_.rd_armed && ready_.rd_owed == 0)
+    arm_for_set_locked();
+  *data_mark = (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
+  const uint32_t unread = close_.aborted ? 0 : rx_.space.used(rx_.prod, rx_.cons).value_or(0);
+  // The usual case, answered from memory: both directions open, the window
+  // not full, no byte on the readiness socket.
+  const bool plain = app_.fd >= 0 && mem_.control && close_.state == CloseState::kActive && !close_.aborted &&
+                     !close_.peer_lost && !close_.shut_rd && !close_.peer_done && !close_.peer_closed &&
+                     !ready_.eof_signalled && !ready_.reset_signalled && !ready_.eof_deferred && !ready_.wr_filled &&
+                     ready_.rd_owed == 0 && !rx_.priority_raised;
+  uint32_t ev = 0;
+  if (plain) {
+    ev = EPOLLOUT | EPOLLWRNORM;
+  } else if (app_.fd >= 0) {
+    // What the readiness socket shows (end-of-file, reset, urgent data, a
+    // full window, a ring), as the kernel's registration would report it.
+    pollfd p{app_.fd, POLLIN | POLLOUT | POLLPRI | POLLRDHUP, 0};
+    if (sys::poll(&p, 1, 0) > 0) ev = static_cast<uint16_t>(p.revents);
+    if ((ev & EPOLLHUP) && !close_.reset_reported && (close_.aborted || close_.peer_lost || close_.wrote_after_peer_close))
+      ev |= EPOLLERR;
+  }
+  if (unread > 0) ev |= EPOLLIN | EPOLLRDNORM;
+  *events = ev;
+  return Parked::kReadable;
 }
 
 void Connection::settle_readable_locked() {

@@ -185,6 +185,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("ready_set_wakes", c.ready_set_wakes);
   f("bells_on_cdc", c.bells_on_cdc);
   f("epoll_from_memory", c.epoll_from_memory);
+  f("epoll_ctl_in_memory", c.epoll_ctl_in_memory);
   f("cdc_received", c.cdc_received);
   f("link_failovers", c.link_failovers);
   f("conn_failovers", c.conn_failovers);

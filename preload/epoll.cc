@@ -75,13 +75,40 @@ uint64_t bell_data() {
   uint64_t none = 0;
   return g_bell_data.compare_exchange_strong(none, fresh) ? fresh : none;
 }
-// Takes the ready sets' bell events out of what the kernel returned.
-int drop_bell_events(epoll_event* events, int n) {
-  if (n <= 0 || !g_any_bell.load(std::memory_order_relaxed)) return n;
+// SMCR_EPOLL_VIRTUAL=0: every epoll_ctl of the application on an SMC-R fd
+// reaches the kernel (no virtual registrations, below).
+bool virtual_enabled() {
+  static const bool on = env_long("SMCR_EPOLL_VIRTUAL", 1, 0, 1) != 0;
+  return on;
+}
+// A virtual registration (EpollGroup::virtual_ctl): the application's
+// interest is kept here, and the kernel's registration of the fd, made once,
+// only wakes a sleeping wait for what the readiness socket itself shows (a
+// ring, end-of-file, reset, urgent data, a window that opens): every edge,
+// with the shim's own data, `virtual_tag(fd)`.
+constexpr uint32_t kVirtualKernelEvents = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP | EPOLLET;
+// What in a registration's events is not an event.
+constexpr uint32_t kNotEvents = EPOLLET | EPOLLONESHOT | EPOLLWAKEUP | EPOLLEXCLUSIVE;
+std::atomic<bool> g_any_tag{false};
+std::atomic<int> g_virtual_regs{0};  // in this process, all sets
+// The upper half of every virtual tag: per process, and never the bell's.
+uint64_t tag_prefix() { return (bell_data() ^ 0x5b1e7a9d00000000ULL) & 0xffffffff00000000ULL; }
+uint64_t virtual_tag(int fd) { return tag_prefix() | static_cast<uint32_t>(fd); }
+bool virtual_tag_fd(uint64_t data, int* fd) {
+  if ((data & 0xffffffff00000000ULL) != tag_prefix()) return false;
+  *fd = static_cast<int>(static_cast<uint32_t>(data));
+  return true;
+}
+
+// Takes the shim's own events (the ready sets' bells, virtual registrations'
+// wake-ups) out of what the kernel returned for a set this process does
+// not follow (inherited from its parent).
+int drop_shim_events(epoll_event* events, int n) {
+  if (n <= 0 || (!g_any_bell.load(std::memory_order_relaxed) && !g_any_tag.load(std::memory_order_relaxed))) return n;
   const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
-  int k = 0;
+  int k = 0, fd = 0;
   for (int i = 0; i < n; ++i)
-    if (events[i].data.u64 != bell) events[k++] = events[i];
+    if (events[i].data.u64 != bell && !virtual_tag_fd(events[i].data.u64, &fd)) events[k++] = events[i];
   return k;
 }
 
@@ -92,6 +119,11 @@ bool eligible(uint32_t events) {
 class EpollGroup final : public ReadinessDeferral {
  public:
   explicit EpollGroup(int epfd) : epfd_(epfd), generation_(process_generation()) {}
+
+  // The set was inherited from the parent process, which may wait on it
+  // too: a wake-up with the shim's data could go to a process that does not
+  // know it, so no registration of it is virtual.
+  void set_shared_with_parent() { shared_with_parent_ = true; }
 
   bool current() const { return generation_ == process_generation(); }
 
@@ -251,7 +283,7 @@ class EpollGroup final : public ReadinessDeferral {
         return true;
       }
     }
-    deactivate(fd);
+    deactivate(fd, (ev.events & EPOLLIN) != 0);
     return true;
   }
 
@@ -261,13 +293,16 @@ class EpollGroup final : public ReadinessDeferral {
   // in between would ring the readiness socket. A registration with a
   // ready set stays, inactive and parked (its marks are dropped), until
   // it is registered again here (add, modify), the fd is closed or
-  // registered elsewhere (remove), or the set goes. True if kept.
-  bool deactivate(int fd) {
+  // registered elsewhere (remove), or the set goes. True if kept. Not
+  // kept when the application still waits for reads (`wants_reads`: a MOD
+  // to EPOLLIN with EPOLLONESHOT or EPOLLEXCLUSIVE, which the kernel then
+  // watches): its marks would be dropped, and nothing would ring.
+  bool deactivate(int fd, bool wants_reads = false) {
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
       auto it = regs_.find(fd);
       if (it == regs_.end()) return false;
-      if (it->second.ring && !disabled_) {
+      if (it->second.ring && !disabled_ && !wants_reads) {
         it->second.active = false;
         return true;
       }
@@ -281,6 +316,123 @@ class EpollGroup final : public ReadinessDeferral {
     return it != regs_.end() && !it->second.active;
   }
 
+  // The application's epoll_ctl(op, fd, ev) on this set, answered in memory
+  // when `fd`'s registration here is virtual, or becomes so now: a
+  // registration with a ready set that the application deletes, modifies,
+  // or adds again after a delete (an event loop that changes its interest
+  // around every request: redis-benchmark made five epoll_ctl per request,
+  // each a system call). The kernel's registration of the fd is then made
+  // once with the shim's data (kVirtualKernelEvents), and the application's
+  // interest lives here: a wait reports from memory what the connection
+  // shows (Connection::poll_events), level- or edge-triggered or once, as
+  // the kernel would. True if answered (*rc and errno as the kernel's);
+  // false: the caller asks the kernel.
+  bool virtual_ctl(int op, int fd, struct epoll_event* ev, int* rc) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (disabled_ || shared_with_parent_ || !virtual_enabled()) return false;
+    auto it = regs_.find(fd);
+    if (it == regs_.end()) return false;
+    Registration& reg = it->second;
+    if (!reg.virt) {
+      const bool wanted = op == EPOLL_CTL_ADD ? !reg.active : (op == EPOLL_CTL_DEL || op == EPOLL_CTL_MOD) && reg.active;
+      if (!wanted || !reg.ring || !ev_ok(op, ev)) return false;
+      epoll_event kev{};
+      kev.events = kVirtualKernelEvents;
+      kev.data.u64 = virtual_tag(fd);
+      g_any_tag.store(true, std::memory_order_relaxed);
+      // An inactive registration's was deleted from the kernel (deactivate).
+      if (sys::epoll_ctl(epfd_, reg.active ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &kev) != 0) return false;
+      reg.virt = true;
+      reg.fired = false;
+      ++virtual_regs_;
+      has_virtual_.store(true, std::memory_order_relaxed);
+      g_virtual_regs.fetch_add(1, std::memory_order_relaxed);
+    }
+    auto answer = [&](int err) {
+      *rc = err ? -1 : 0;
+      if (err) errno = err;
+      counters().epoll_ctl_in_memory.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    };
+    switch (op) {
+      case EPOLL_CTL_ADD:
+        if (reg.active) return answer(EEXIST);
+        if (!ev) return answer(EFAULT);
+        if (ev->events & EPOLLEXCLUSIVE) {
+          // Exclusive wake-ups are the kernel's to give: registered there.
+          devirtualize_locked(fd, reg);
+          return false;
+        }
+        reg.active = true;
+        break;
+      case EPOLL_CTL_MOD:
+        if (!reg.active) return answer(ENOENT);
+        if (!ev) return answer(EFAULT);
+        if (ev->events & EPOLLEXCLUSIVE) return answer(EINVAL);
+        break;
+      case EPOLL_CTL_DEL:
+        if (!reg.active) return answer(ENOENT);
+        reg.active = false;
+        return answer(0);
+      default:
+        return answer(EINVAL);
+    }
+    reg.events = ev->events;
+    reg.data = ev->data.u64;
+    reg.fired = false;
+    reg.reported = false;
+    reg.edge = true;  // as the kernel's ADD and MOD look at the fd at once
+    queue_locked(fd, reg);
+    // A thread of this set asleep in the kernel is woken to look (the
+    // kernel's ADD wakes it when the fd is ready).
+    if (sleepers_ > 0) ring_own_bell_locked();
+    return answer(0);
+  }
+
+  // The kernel's events of a wait on this set: a ready set's bell is
+  // dropped (the bells emptied now and then), a virtual registration's
+  // wake-up queues it, edge-flagged, for the next look (collect); the rest
+  // are the application's. Returns how many are left.
+  int take_kernel_events(epoll_event* events, int n) {
+    if (n <= 0 || (!g_any_bell.load(std::memory_order_relaxed) && !g_any_tag.load(std::memory_order_relaxed))) return n;
+    const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
+    int k = 0, fd = 0;
+    bool rang = false;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == bell) {
+        rang = true;
+      } else if (virtual_tag_fd(events[i].data.u64, &fd)) {
+        std::lock_guard<std::recursive_mutex> lock(mu_);
+        if (auto it = regs_.find(fd); it != regs_.end() && it->second.virt && it->second.active) {
+          it->second.edge = true;
+          queue_locked(fd, it->second);
+        }
+      } else {
+        events[k++] = events[i];
+      }
+    }
+    if (rang) drain_bells();
+    return k;
+  }
+
+  // Every registration back in the kernel as the application made it (an
+  // exec: the new program would get the shim's data; a set that something
+  // may wait on without asking us). Virtual again at its next epoll_ctl.
+  void devirtualize_all() {
+    std::vector<int> unpark;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      if (virtual_regs_ == 0) return;
+      for (auto& [fd, reg] : regs_)
+        if (reg.virt && devirtualize_locked(fd, reg)) unpark.push_back(fd);
+    }
+    // Not under the mutex: a connection is taken before it, never after.
+    for (int fd : unpark) {
+      remove(fd);
+      forget_registration(fd);
+    }
+  }
+
   void remove(int fd) {
     Connection* c = nullptr;
     {
@@ -290,6 +442,7 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(fd);
       if (it == regs_.end()) return;
       c = it->second.conn;
+      devirtualize_locked(fd, it->second);
       if (it->second.listed) parked_.erase(std::find(parked_.begin(), parked_.end(), fd));
       if (it->second.queued) ready_.erase(std::find(ready_.begin(), ready_.end(), fd));
       if (it->second.ring) release_slot(fd, it->second);
@@ -307,7 +460,12 @@ class EpollGroup final : public ReadinessDeferral {
       for (auto& [fd, reg] : regs_) {
         conns.push_back(reg.conn);
         forget_registration(fd);
+        // The set is gone with the kernel's registrations (a duplicate of
+        // its number, or a process it was sent to, disabled it first).
+        if (reg.virt) g_virtual_regs.fetch_sub(1, std::memory_order_relaxed);
       }
+      virtual_regs_ = 0;
+      has_virtual_.store(false);
       for (auto& p : pending_) forget_registration(p.first);
       regs_.clear();
       parked_.clear();
@@ -319,6 +477,7 @@ class EpollGroup final : public ReadinessDeferral {
       has_parked_.store(false);
       has_pending_.store(false);
       disabled_ = false;
+      shared_with_parent_ = false;
       spin_.reset();
       probe_.reset();
     }
@@ -341,6 +500,7 @@ class EpollGroup final : public ReadinessDeferral {
       pending_.clear();
       has_pending_.store(false);
     }
+    devirtualize_all();
     arm_parked();
     // And those armed for a ready set: a thread that sleeps without asking
     // us would not be woken by a mark.
@@ -381,6 +541,14 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(parked_[i]);
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
+      if (reg.virt) {
+        bool keep = false;
+        if (n < max && examine_virtual_locked(reg, &out[n], &keep)) {
+          ++n;
+          rotation_ = i + 1;
+        }
+        continue;
+      }
       bool writable = false;
       uint64_t mark = 0;
       switch (reg.conn->poll_parked(this, &writable, &mark)) {
@@ -420,7 +588,8 @@ class EpollGroup final : public ReadinessDeferral {
   }
 
   bool has_parked() const {
-    return has_parked_.load(std::memory_order_relaxed) || has_ring_regs_.load(std::memory_order_relaxed);
+    return has_parked_.load(std::memory_order_relaxed) || has_ring_regs_.load(std::memory_order_relaxed) ||
+           has_virtual_.load(std::memory_order_relaxed);
   }
 
   // With room for one event only, whether this call looks at the kernel's
@@ -453,6 +622,10 @@ class EpollGroup final : public ReadinessDeferral {
       for (auto& r : rings_) readyset::set_sleeping(r->page, true);
       for (auto& r : rings_)
         if (readyset::pending(r->page)) quiet = false;
+      // Added, modified or woken since the last look (another thread's).
+      if (virtual_regs_ > 0)
+        for (int fd : ready_)
+          if (auto it = regs_.find(fd); it != regs_.end() && it->second.virt && it->second.edge) quiet = false;
     }
     arm_parked();
     return quiet;
@@ -494,6 +667,9 @@ class EpollGroup final : public ReadinessDeferral {
     bool queued = false;  // in ready_
     bool active = true;   // registered by the application (deactivate)
     bool listed = false;  // in parked_
+    bool virt = false;    // virtual_ctl: the kernel's registration is the shim's
+    bool edge = false;    // virtual: added, modified or woken since last looked at
+    bool fired = false;   // virtual, EPOLLONESHOT: reported, disabled until modified
     // EPOLLET: the data mark (Connection::poll_parked) last reported.
     bool reported = false;
     uint64_t reported_mark = 0;
@@ -501,6 +677,74 @@ class EpollGroup final : public ReadinessDeferral {
 
   // The fd is in no followed epoll set any more (its set was closed).
   void forget_registration(int fd);
+
+  static bool ev_ok(int op, const epoll_event* ev) {
+    return op == EPOLL_CTL_DEL || (ev && !(ev->events & EPOLLEXCLUSIVE));
+  }
+
+  // The kernel's registration of a virtual one made the application's again
+  // (deleted if the application has deleted it). True: the registration
+  // must go (remove): it waits for reads the kernel now watches, which a
+  // parked connection would not ring for.
+  bool devirtualize_locked(int fd, Registration& reg) {
+    if (!reg.virt) return false;
+    if (reg.active) {
+      epoll_event kev{};
+      kev.events = reg.fired ? reg.events & kNotEvents : reg.events;
+      kev.data.u64 = reg.data;
+      sys::epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &kev);
+    } else {
+      sys::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    }
+    reg.virt = false;
+    reg.edge = false;
+    if (--virtual_regs_ == 0) has_virtual_.store(false, std::memory_order_relaxed);
+    g_virtual_regs.fetch_sub(1, std::memory_order_relaxed);
+    if (!reg.active || eligible(reg.events)) return false;
+    if (reg.events & EPOLLIN) return true;
+    reg.active = false;  // kept parked, as deactivate keeps it
+    return false;
+  }
+
+  void ring_own_bell_locked() {
+    char b = 'v';
+    for (auto& r : rings_)
+      if (sys::send(r->bell_send, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) return;
+  }
+
+  // A virtual registration looked at: its event into *out, if it reports one
+  // (true). *keep: looked at again by the next wait (level-triggered and
+  // ready, as the kernel keeps such an fd on its ready list; or held by
+  // another thread).
+  bool examine_virtual_locked(Registration& reg, epoll_event* out, bool* keep) {
+    *keep = false;
+    if (!reg.active || reg.fired) return false;
+    uint32_t mask = 0;
+    uint64_t mark = 0;
+    switch (reg.conn->poll_events(this, &mask, &mark)) {
+      case Connection::Parked::kGone:
+        return false;
+      case Connection::Parked::kBusy:
+        busy_ = true;
+        *keep = true;
+        return false;
+      default:
+        break;
+    }
+    const uint32_t got = mask & ((reg.events & ~kNotEvents) | EPOLLHUP | EPOLLERR);
+    // Edge-triggered: once per wake-up, add or modify, and once per arrival
+    // of data (a ready set's mark queues it; the producer cursor tells).
+    const bool edge = reg.edge || ((got & EPOLLIN) && (!reg.reported || reg.reported_mark != mark));
+    reg.edge = false;
+    if (!got || ((reg.events & EPOLLET) && !edge)) return false;
+    reg.reported = true;
+    reg.reported_mark = mark;
+    out->events = got;
+    out->data.u64 = reg.data;
+    if (reg.events & EPOLLONESHOT) reg.fired = true;
+    else *keep = !(reg.events & EPOLLET);
+    return true;
+  }
 
   // Looked at by the next wait (collect_ready_locked), once.
   void queue_locked(int fd, Registration& reg) {
@@ -633,6 +877,20 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(fd);
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
+      if (reg.virt) {
+        bool keep = true;
+        if (n >= max) {
+          busy_ = true;  // looked at by the next call, even before a sleep
+        } else if (examine_virtual_locked(reg, &out[n], &keep)) {
+          ++n;
+          if (keep) reported_.push_back(fd);
+          else reg.queued = false;
+          continue;
+        }
+        if (keep) ready_[kept++] = fd;
+        else reg.queued = false;
+        continue;
+      }
       if (!reg.active) {
         reg.queued = false;
         continue;
@@ -698,14 +956,17 @@ class EpollGroup final : public ReadinessDeferral {
   std::vector<int> ready_;     // registrations whose ready set was marked, until found empty
   std::vector<int> reported_;  // collect_ready_locked's scratch
   size_t ring_regs_ = 0;       // registrations with a ready set slot
+  size_t virtual_regs_ = 0;    // registrations with virt
   bool busy_ = false;          // the last look at ready_ found one held (kBusy)
   std::atomic<uint32_t> bell_events_{0};  // drain_bells
   std::vector<std::pair<int, epoll_event>> pending_;
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
   std::unordered_map<int, uint64_t> smc_data_of_fd_;
-  std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false}, has_ring_regs_{false}, has_rings_{false};
+  std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false}, has_ring_regs_{false}, has_rings_{false},
+      has_virtual_{false};
   int sleepers_ = 0;
   bool disabled_ = false;
+  bool shared_with_parent_ = false;
   size_t rotation_ = 0;           // collect: where the next call starts in parked_
   std::atomic<uint32_t> memory_streak_{0};  // kernel_turn: calls answered from memory alone
   SpinBackoff spin_, probe_;
@@ -740,6 +1001,7 @@ EpollGroup* group_for_add(int epfd) {
     delete fresh;
     return old;
   }
+  if (old) fresh->set_shared_with_parent();
   if (!g_groups[epfd].compare_exchange_strong(old, fresh, std::memory_order_acq_rel)) {
     delete fresh;
     return old && old->current() ? old : nullptr;
@@ -756,6 +1018,11 @@ int ms_of(long long ns) {
 }  // namespace
 
 int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event* ev) {
+  // A registration kept in memory (virtual_ctl): one load for any other fd.
+  if (tracked(epfd) && tracked(fd) && g_registered_in[fd].load(std::memory_order_relaxed) == epfd + 1) {
+    int answered = 0;
+    if (EpollGroup* g = group_of(epfd); g && g->virtual_ctl(op, fd, ev, &answered)) return answered;
+  }
   int rc = real(epfd, op, fd, ev);
   if (rc != 0 || !tracked(epfd) || !tracked(fd)) return rc;
   int saved = errno;
@@ -791,8 +1058,19 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
     g_registered_in[fd].store(0, std::memory_order_relaxed);
   }
   // A MOD of an fd not followed yet (it was not eligible) counts as an ADD.
-  if (!eligible(ev->events)) return rc;
   int prev = g_registered_in[fd].load(std::memory_order_relaxed);
+  if (!eligible(ev->events)) {
+    // Added again for reads the kernel watches (EPOLLONESHOT, EPOLLEXCLUSIVE)
+    // after a delete that kept it parked: a parked connection would not
+    // ring for them.
+    if ((ev->events & EPOLLIN) && prev == epfd + 1)
+      if (EpollGroup* g = group_of(epfd); g && g->inactive(fd)) {
+        g->remove(fd);
+        g_registered_in[fd].store(0, std::memory_order_relaxed);
+      }
+    errno = saved;
+    return rc;
+  }
   if (prev != 0 && prev != epfd + 1) {
     // Kept parked by a set it was taken out of: that set lets it go.
     if (EpollGroup* other = group_of(prev - 1); other && other->inactive(fd)) {
@@ -828,19 +1106,21 @@ namespace {
 template <typename WaitKernelRaw>
 int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epoll_event* events, int maxevents,
                        long long timeout_ns) {
-  // The set's own eventfd (ready sets) is never an event of the application's.
-  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
+  // The set's bells (ready sets) are never events of the application's; a
+  // virtual registration's wake-up is looked at (collect) when nothing was
+  // collected into this call's events yet (`fresh`: no fd twice in them).
+  auto wait_kernel = [&](epoll_event* out, int max, long long ns, bool fresh) {
     int k = wait_kernel_raw(out, max, ns);
     if (k <= 0) return k;
-    int kept = drop_bell_events(out, k);
-    if (kept < k) g->drain_bells();
+    int kept = g->take_kernel_events(out, k);
+    if (kept == 0 && fresh) return g->collect(out, max);
     return kept;
   };
   g->resolve_pending();
   // The kernel's set gets a look whenever memory answers (below): with one
   // slot left for it, or, with room for one event only, on its turn.
   if (maxevents == 1 && g->has_parked() && g->kernel_turn()) {
-    if (int k = wait_kernel(events, 1, 0); k != 0) return k;
+    if (int k = wait_kernel(events, 1, 0, true); k != 0) return k;
   }
   int n = g->collect(events, maxevents > 1 ? maxevents - 1 : 1);
   if (n == maxevents) {
@@ -862,7 +1142,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
   // where that look keeps finding nothing (one connection per process:
   // PostgreSQL's backends) sleeps at once.
   if (n > 0 || !blocking || spin || g->probe().worth_trying()) {
-    int k = wait_kernel(events + n, maxevents - n, 0);
+    int k = wait_kernel(events + n, maxevents - n, 0, n == 0);
     if (k < 0) return n > 0 ? n : k;
     if (n == 0 && blocking && !spin) {
       if (k > 0) g->probe().hit();
@@ -886,7 +1166,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
         }
       }
       if ((i & 15) == 0) {
-        int k = wait_kernel(events, maxevents, 0);
+        int k = wait_kernel(events, maxevents, 0, true);
         if (k != 0) {
           if (k > 0) g->spin().hit();
           return k;
@@ -918,8 +1198,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     int before = k;
-    k = drop_bell_events(events, k);
-    if (k < before) g->drain_bells();
+    k = g->take_kernel_events(events, k);
     if (k > 0) return k;
     n = g->collect(events, maxevents);
     if (n > 0) return n;
@@ -950,7 +1229,7 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
       long long left = timeout_ns > 0 ? std::max<long long>(0, timeout_ns - (sys::now_ns() - start)) : timeout_ns;
       int k = wait_kernel(events, maxevents, left);
       if (k <= 0) return k;
-      if (int kept = drop_bell_events(events, k); kept > 0 || left == 0) return kept;
+      if (int kept = drop_shim_events(events, k); kept > 0 || left == 0) return kept;
     }
   }
   int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
@@ -1048,6 +1327,17 @@ void epoll_forget_fd(int fd) {
   int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
   if (in > 0)
     if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
+}
+
+void epoll_fd_duplicated(int fd) {
+  if (tracked(fd))
+    if (EpollGroup* g = group_of(fd)) g->disable();
+}
+
+void epoll_before_exec() {
+  if (g_virtual_regs.load(std::memory_order_relaxed) == 0) return;
+  for (int epfd = 0; epfd < kMaxTracked; ++epfd)
+    if (EpollGroup* g = g_groups[epfd].load(std::memory_order_acquire); g && g->current()) g->devirtualize_all();
 }
 
 void poll_add_errors(struct pollfd* fds, nfds_t n) {

@@ -14,6 +14,12 @@
 // park, and the peer's writer wakes a sleeping thread through the set's
 // bell (docs/ARCHITECTURE.md, "Ready sets").
 //
+// An event loop that deletes and adds its registrations around every request
+// (redis's ae) would still make a system call per epoll_ctl: such a
+// registration becomes virtual (its interest kept here, the kernel's
+// registration the shim's own, made once), and epoll_ctl on it is answered
+// in memory (docs/ARCHITECTURE.md, "Virtual registrations").
+//
 // Only what the interposition can see is parked: a connection registered
 // in one epoll set, for EPOLLIN, without EPOLLONESHOT or EPOLLEXCLUSIVE. A
 // connection that poll()/select() looks at, or an epoll set nested in
@@ -44,6 +50,15 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
 void epoll_forget_fd(int fd);
 // poll/select (and friends) are about to wait for `fd` to become readable.
 void epoll_fd_polled(int fd);
+// `fd` was duplicated (dup, dup2, dup3, F_DUPFD): if it is an epoll set, a
+// wait on the other number would not ask us, so the set stops parking and
+// its registrations go back to the kernel as the application made them.
+void epoll_fd_duplicated(int fd);
+// This process is about to exec (or spawn a program that inherits its
+// descriptors): epoll sets the new program may inherit get the
+// application's own registrations back (virtual ones carry the shim's
+// data).
+void epoll_before_exec();
 
 // A reset SMC-R connection's readiness socket polls POLLHUP but cannot
 // carry POLLERR (an AF_UNIX socket gets an error only from the last close

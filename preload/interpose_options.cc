@@ -188,6 +188,7 @@ int fcntl(int fd, int cmd, ...) {
     if (rc < 0) return rc;
     if (c) share_connection(rc, c.c);
     else copy_fd_entry(fd, rc);
+    smcr::preload::epoll_fd_duplicated(fd);
     smcr::preload::exec_inherit::duplicated(fd, rc);
     return rc;
   }
@@ -384,7 +385,10 @@ int dup(int fd) {
   DupRef c(fd);
   if (c && rc >= 0) share_connection(rc, c.c);
   else if (rc >= 0) copy_fd_entry(fd, rc);
-  if (rc >= 0) smcr::preload::exec_inherit::duplicated(fd, rc);
+  if (rc >= 0) {
+    smcr::preload::epoll_fd_duplicated(fd);
+    smcr::preload::exec_inherit::duplicated(fd, rc);
+  }
   return rc;
 }
 
@@ -418,7 +422,10 @@ int dup3(int oldfd, int newfd, int flags) {
   int rc = real_dup3(oldfd, newfd, flags);
   if (rc >= 0 && c) share_connection(rc, c.c);
   else if (rc >= 0) copy_fd_entry(oldfd, rc);
-  if (rc >= 0) smcr::preload::exec_inherit::duplicated(oldfd, rc);
+  if (rc >= 0) {
+    smcr::preload::epoll_fd_duplicated(oldfd);
+    smcr::preload::exec_inherit::duplicated(oldfd, rc);
+  }
   return rc;
 }
 

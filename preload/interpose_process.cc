@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "core/sys.h"
 #include "preload/dup3_retry.h"
+#include "preload/epoll.h"
 #include "preload/exec_carry.h"
 #include "preload/exec_inherit.h"
 #include "preload/fd_table.h"
@@ -48,6 +49,7 @@ namespace {
 // The program: `file` (found on PATH when `search_path`), or `fd`.
 char* const* prepare_exec(const char* file, bool search_path, int fd_of_program, char* const envp[],
                           smcr::preload::exec_inherit::ExecEnvironment* env) {
+  smcr::preload::epoll_before_exec();
   smcr::preload::settle_all_accepting();
   std::vector<std::pair<int, int>> handed_over;
   smcr::preload::exec_inherit::surviving(&handed_over);
@@ -149,6 +151,7 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
 template <typename Spawn>
 auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bool swap_environ, Spawn spawn) {
   smcr::preload::exec_carry::before_fork();
+  smcr::preload::epoll_before_exec();
   smcr::preload::settle_all_accepting();
   bool any = false;
   fd_table().for_each_conn([&](int) { any = true; });

@@ -6,8 +6,11 @@
 //
 // Registration points: the client's socket before a blocking connect(),
 // before a non-blocking one, after connect(), the accepted socket right
-// after accept(), and a client socket registered before connect() in an
-// epoll set that is itself nested in another (the outer set is waited on).
+// after accept(), a client socket registered before connect() in an
+// epoll set that is itself nested in another (the outer set is waited on),
+// and a client socket that, after a first exchange, is deleted from its set
+// and added and modified again, as event loops do around every request
+// (under smc_run the registration is then kept in memory: "virtual").
 // Events: the peer's data (EPOLLIN), more data after the reader asked
 // SIOCINQ and read part of what was there (a new edge), writability after the send window
 // filled and the peer read it all (EPOLLOUT), the peer's shutdown(SHUT_WR)
@@ -42,7 +45,7 @@ namespace {
 int g_listener = -1;
 sockaddr_in g_addr{};
 
-enum class Point { kBeforeConnect, kBeforeNonblockingConnect, kAfterConnect, kAccepted, kNestedBeforeConnect };
+enum class Point { kBeforeConnect, kBeforeNonblockingConnect, kAfterConnect, kAccepted, kNestedBeforeConnect, kChurned };
 enum class Event { kIn, kInAfterInq, kOutAfterFull, kRdhup, kHup };
 enum class Mode { kLevel, kEdge, kOneshot, kPoll };
 
@@ -53,6 +56,7 @@ const char* name(Point p) {
     case Point::kAfterConnect: return "after_connect";
     case Point::kAccepted: return "accepted";
     case Point::kNestedBeforeConnect: return "nested_before_connect";
+    case Point::kChurned: return "after_del_add";
   }
   return "?";
 }
@@ -105,6 +109,13 @@ struct Watch {
     if (mode == Mode::kPoll) return;
     epoll_event e{interest, {.fd = sock}};
     if (epoll_ctl(inner, EPOLL_CTL_ADD, sock, &e) != 0) perror("epoll_ctl ADD");
+  }
+  // Out of the set and back in, then modified (the same interest).
+  void churn() {
+    epoll_event e{interest, {.fd = fd}};
+    if (epoll_ctl(inner, EPOLL_CTL_DEL, fd, nullptr) != 0) perror("epoll_ctl DEL");
+    if (epoll_ctl(inner, EPOLL_CTL_ADD, fd, &e) != 0) perror("epoll_ctl ADD");
+    if (epoll_ctl(inner, EPOLL_CTL_MOD, fd, &e) != 0) perror("epoll_ctl MOD");
   }
   void rearm() {
     if (mode != Mode::kOneshot) return;
@@ -178,6 +189,15 @@ std::string run_cell(Point point, Event event, Mode mode) {
   int fl = fcntl(mine, F_GETFL);
   fcntl(mine, F_SETFL, fl | O_NONBLOCK);
   if (!early) w.add(mine);
+  if (point == Point::kChurned) {
+    // A first request, read until empty, and the fd taken out and put back.
+    send(peer, "z", 1, MSG_NOSIGNAL);
+    w.wait(1000);
+    char z;
+    while (recv(mine, &z, 1, 0) == 1) {
+    }
+    w.churn();
+  }
   // The connection's own first events (EPOLLOUT) are not part of the cell.
   usleep(20000);
   while (mode != Mode::kLevel && mode != Mode::kPoll && w.wait(0) != 0) {
@@ -269,10 +289,11 @@ int main() {
   const char* only = getenv("MATRIX_ONLY");  // a substring of the cell names to run (debugging)
   int cells = 0;
   for (Point p : {Point::kBeforeConnect, Point::kBeforeNonblockingConnect, Point::kAfterConnect, Point::kAccepted,
-                  Point::kNestedBeforeConnect})
+                  Point::kNestedBeforeConnect, Point::kChurned})
     for (Event e : {Event::kIn, Event::kInAfterInq, Event::kOutAfterFull, Event::kRdhup, Event::kHup})
       for (Mode m : {Mode::kLevel, Mode::kEdge, Mode::kOneshot, Mode::kPoll}) {
-        if (m == Mode::kPoll && p == Point::kNestedBeforeConnect) continue;  // poll has no registration
+        // poll has no registration
+        if (m == Mode::kPoll && (p == Point::kNestedBeforeConnect || p == Point::kChurned)) continue;
         std::string cell = std::string(name(p)) + "/" + name(e) + "/" + name(m);
         if (only && cell.find(only) == std::string::npos) continue;
         printf("cell=%s %s\n", cell.c_str(), run_cell(p, e, m).c_str());

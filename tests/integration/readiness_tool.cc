@@ -442,6 +442,139 @@ bool case_epoll_ping_pong() {
   return ok && server_ok;
 }
 
+int64_t now_us();
+
+// An event loop that changes its interest around every request (redis's ae:
+// DEL of the write event, ADD of the read event, ...): under smc_run the
+// registration is then kept in memory ("virtual", preload/epoll.cc). What
+// the application sees must stay the kernel's: errnos, level and one-shot
+// reports, nothing for a deleted fd, data that came while it was deleted
+// reported when it is added again, a thread asleep in the set woken by an
+// ADD of a ready fd, EPOLLEXCLUSIVE, and the set waited on through a
+// duplicate of its number.
+bool case_epoll_virtual_registrations() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = park_in_epoll(p);
+  if (ep < 0) return false;
+  epoll_event in{EPOLLIN, {.fd = p.a}};
+  epoll_event out{EPOLLOUT, {.fd = p.a}};
+  // errnos
+  bool del1 = epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr) == 0;
+  bool del2 = epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr) == -1 && errno == ENOENT;
+  bool mod_gone = epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &in) == -1 && errno == ENOENT;
+  bool add1 = epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &out) == 0;
+  bool add2 = epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &in) == -1 && errno == EEXIST;
+  bool errnos = del1 && del2 && mod_gone && add1 && add2;
+  // level-triggered EPOLLOUT, reported while registered, then nothing
+  uint32_t ev = 0;
+  bool writable = wait_events(ep, 1000, &ev) == 1 && ev == EPOLLOUT && wait_events(ep, 0, &ev) == 1 && ev == EPOLLOUT;
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+  send_str(p.b, "d");  // arrives while deleted
+  usleep(50000);
+  bool deleted_quiet = wait_events(ep, 100) == 0;
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &in);
+  bool readded = wait_events(ep, 1000, &ev) == 1 && ev == EPOLLIN && wait_events(ep, 0) == 1 && read_is(p.a, "d") &&
+                 wait_events(ep, 50) == 0;
+  // one shot, modified in
+  epoll_event once{EPOLLIN | EPOLLONESHOT, {.fd = p.a}};
+  bool mod_once = epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &once) == 0;
+  send_str(p.b, "o");
+  bool fired = wait_events(ep, 1000, &ev) == 1 && ev == EPOLLIN && wait_events(ep, 50) == 0;
+  epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &once);
+  bool rearmed = wait_events(ep, 1000) == 1 && read_is(p.a, "o");
+  bool oneshot = mod_once && fired && rearmed;
+  // a thread asleep in the set, woken by an ADD of a ready fd
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+  std::atomic<int> woke{-1};
+  uint32_t sleeper_ev = 0;
+  std::thread sleeper([&] { woke = wait_events(ep, 3000, &sleeper_ev); });
+  usleep(100000);
+  int64_t added_us = now_us();
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &out);
+  sleeper.join();
+  bool woken = woke.load() == 1 && sleeper_ev == EPOLLOUT && now_us() - added_us < 1500000;
+  // EPOLLEXCLUSIVE after a delete: the kernel's to give
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+  epoll_event excl{EPOLLIN | EPOLLEXCLUSIVE, {.fd = p.a}};
+  bool excl_added = epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &excl) == 0;
+  std::thread t1 = send_later(p.b, "x", 100);
+  bool exclusive = excl_added && wait_events(ep, 3000, &ev) == 1 && ev == EPOLLIN && read_is(p.a, "x");
+  t1.join();
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &in);
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &in);
+  // waited on through a duplicate of the set's number
+  int dupe = dup(ep);
+  std::thread t2 = send_later(p.b, "u", 100);
+  epoll_event got{};
+  bool through_dup = epoll_wait(dupe, &got, 1, 3000) == 1 && got.data.fd == p.a && got.events == EPOLLIN &&
+                     read_is(p.a, "u");
+  t2.join();
+  close(dupe);
+  close(ep);
+  if (!errnos || !writable || !deleted_quiet || !readded || !oneshot || !woken || !exclusive || !through_dup)
+    fprintf(stderr,
+            "epoll_virtual_registrations: errnos=%d writable=%d deleted_quiet=%d readded=%d oneshot=%d woken=%d "
+            "exclusive=%d through_dup=%d\n",
+            errnos, writable, deleted_quiet, readded, oneshot, woken, exclusive, through_dup);
+  return errnos && writable && deleted_quiet && readded && oneshot && woken && exclusive && through_dup;
+}
+
+// redis-benchmark's loop, 3000 requests: the client adds the write event,
+// writes, deletes it and adds the read event, reads the reply, deletes the
+// read event; a server thread answers each request, some at once, some after
+// a pause long enough that the client sleeps. A lost wake-up or a lost
+// event shows as a request not answered within two seconds.
+bool case_epoll_churned_ping_pong() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  constexpr int kRounds = 3000;
+  std::atomic<bool> server_ok{true};
+  std::thread server([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      uint32_t v = 0;
+      if (recv(p.b, &v, sizeof v, MSG_WAITALL) != sizeof v || v != static_cast<uint32_t>(i)) {
+        server_ok = false;
+        break;
+      }
+      if (i % 97 == 0) usleep(2000);
+      v = ~v;
+      if (send(p.b, &v, sizeof v, MSG_NOSIGNAL) != sizeof v) {
+        server_ok = false;
+        break;
+      }
+    }
+  });
+  int ep = epoll_create1(0);
+  fcntl(p.a, F_SETFL, fcntl(p.a, F_GETFL) | O_NONBLOCK);
+  epoll_event w{EPOLLOUT, {.fd = p.a}};
+  epoll_event r{EPOLLIN, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &w);
+  bool ok = true;
+  for (int i = 0; i < kRounds && ok && server_ok; ++i) {
+    uint32_t ev = 0, v = static_cast<uint32_t>(i);
+    ok = wait_events(ep, 2000, &ev) == 1 && (ev & EPOLLOUT) && send(p.a, &v, sizeof v, MSG_NOSIGNAL) == sizeof v;
+    epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+    epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &r);
+    while (ok) {
+      ok = wait_events(ep, 2000, &ev) == 1 && (ev & EPOLLIN);
+      ssize_t n = ok ? recv(p.a, &v, sizeof v, 0) : -1;
+      if (n == sizeof v) break;
+      ok = ok && n < 0 && errno == EAGAIN;  // a report with nothing to read: waited on again
+    }
+    ok = ok && v == ~static_cast<uint32_t>(i);
+    epoll_ctl(ep, EPOLL_CTL_MOD, p.a, &r);
+    epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);
+    epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &w);
+  }
+  if (!ok) shutdown(p.a, SHUT_RDWR);
+  server.join();
+  close(ep);
+  return ok && server_ok;
+}
+
 // Lost wake-ups, hunted: eight connections in one epoll set, one or two
 // threads waiting on it and reading whatever it reports, a writer sending one byte
 // at a time with irregular pauses (some inside the epoll spin, some past
@@ -1144,6 +1277,8 @@ int main() {
       {"parked_then_nested_closed_or_moved", case_parked_then_nested_closed_moved},
       {"blocking_reader_then_epoll_registration", case_blocking_reader_then_epoll_registration},
       {"epoll_ping_pong", case_epoll_ping_pong},
+      {"epoll_virtual_registrations", case_epoll_virtual_registrations},
+      {"epoll_churned_ping_pong", case_epoll_churned_ping_pong},
       {"epoll_parked_stress_one_reader", [] { return epoll_parked_stress(1); }},
       {"epoll_parked_stress_two_readers", [] { return epoll_parked_stress(2); }},
       {"rdhup_after_peer_shutdown", case_rdhup},
