@@ -543,7 +543,7 @@ class EpollGroup final : public ReadinessDeferral {
       Registration& reg = it->second;
       if (reg.virt) {
         bool keep = false;
-        if (n < max && examine_virtual_locked(reg, &out[n], &keep)) {
+        if (n < max && examine_virtual_locked(parked_[i], reg, &out[n], &keep)) {
           ++n;
           rotation_ = i + 1;
         }
@@ -716,13 +716,16 @@ class EpollGroup final : public ReadinessDeferral {
   // (true). *keep: looked at again by the next wait (level-triggered and
   // ready, as the kernel keeps such an fd on its ready list; or held by
   // another thread).
-  bool examine_virtual_locked(Registration& reg, epoll_event* out, bool* keep) {
+  bool examine_virtual_locked(int fd, Registration& reg, epoll_event* out, bool* keep) {
     *keep = false;
     if (!reg.active || reg.fired) return false;
     uint32_t mask = 0;
     uint64_t mark = 0;
     switch (reg.conn->poll_events(this, &mask, &mark)) {
       case Connection::Parked::kGone:
+        // Another process's now: the kernel reports its readiness socket
+        // as the application registered it.
+        if (devirtualize_locked(fd, reg)) reg.active = false;
         return false;
       case Connection::Parked::kBusy:
         busy_ = true;
@@ -881,7 +884,7 @@ class EpollGroup final : public ReadinessDeferral {
         bool keep = true;
         if (n >= max) {
           busy_ = true;  // looked at by the next call, even before a sleep
-        } else if (examine_virtual_locked(reg, &out[n], &keep)) {
+        } else if (examine_virtual_locked(fd, reg, &out[n], &keep)) {
           ++n;
           if (keep) reported_.push_back(fd);
           else reg.queued = false;
