@@ -393,7 +393,8 @@ class EpollGroup final : public ReadinessDeferral {
   // dropped (the bells emptied now and then), a virtual registration's
   // wake-up queues it, edge-flagged, for the next look (collect); the rest
   // are the application's. Returns how many are left.
-  int take_kernel_events(epoll_event* events, int n) {
+  int take_kernel_events(epoll_event* events, int n, bool* queued) {
+    *queued = false;
     if (n <= 0 || (!g_any_bell.load(std::memory_order_relaxed) && !g_any_tag.load(std::memory_order_relaxed))) return n;
     const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
     int k = 0, fd = 0;
@@ -406,6 +407,7 @@ class EpollGroup final : public ReadinessDeferral {
         if (auto it = regs_.find(fd); it != regs_.end() && it->second.virt && it->second.active) {
           it->second.edge = true;
           queue_locked(fd, it->second);
+          *queued = true;
         }
       } else {
         events[k++] = events[i];
@@ -523,12 +525,14 @@ class EpollGroup final : public ReadinessDeferral {
   // robin, as the kernel's ready list (an fd it reports goes to the back):
   // each call starts after the last connection the previous one reported,
   // so busy connections beyond `max` are not starved by the first ones.
-  int collect(epoll_event* out, int max) {
+  // `call`: the epoll_wait this is for (next_call()); a registration it
+  // already reported is not reported twice by it.
+  int collect(epoll_event* out, int max, uint64_t call) {
     // A ready set may be marked after its last registration left (a
     // stale arming): drained all the same, or a sleep would never come.
     if (!has_parked() && !has_rings_.load(std::memory_order_relaxed)) return 0;
     std::lock_guard<std::recursive_mutex> lock(mu_);
-    int n = collect_ready_locked(out, max);
+    int n = collect_ready_locked(out, max, call);
     if (!has_parked_.load(std::memory_order_relaxed) || n >= max) {
       if (n) counters().epoll_from_memory.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       return n;
@@ -541,9 +545,11 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(parked_[i]);
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
+      if (reg.reported_call == call) continue;
       if (reg.virt) {
         bool keep = false;
         if (n < max && examine_virtual_locked(parked_[i], reg, &out[n], &keep)) {
+          reg.reported_call = call;
           ++n;
           rotation_ = i + 1;
         }
@@ -561,6 +567,7 @@ class EpollGroup final : public ReadinessDeferral {
           if ((reg.events & EPOLLET) && reg.reported && reg.reported_mark == mark) break;
           if (n < max) {
             reg.reported = true;
+            reg.reported_call = call;
             reg.reported_mark = mark;
             out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) |
                             (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
@@ -670,6 +677,7 @@ class EpollGroup final : public ReadinessDeferral {
     bool virt = false;    // virtual_ctl: the kernel's registration is the shim's
     bool edge = false;    // virtual: added, modified or woken since last looked at
     bool fired = false;   // virtual, EPOLLONESHOT: reported, disabled until modified
+    uint64_t reported_call = 0;  // the epoll_wait that last reported it (collect)
     // EPOLLET: the data mark (Connection::poll_parked) last reported.
     bool reported = false;
     uint64_t reported_mark = 0;
@@ -861,7 +869,7 @@ class EpollGroup final : public ReadinessDeferral {
   // Registrations whose ready set was marked, then every one still queued:
   // those with data are reported (and go to the back, as the kernel's
   // ready list moves a reported fd), those without leave the queue.
-  int collect_ready_locked(epoll_event* out, int max) {
+  int collect_ready_locked(epoll_event* out, int max, uint64_t call) {
     for (auto& r : rings_) {
       if (!readyset::pending(r->page)) continue;
       readyset::drain(r->page, [&](uint32_t slot) {
@@ -880,11 +888,16 @@ class EpollGroup final : public ReadinessDeferral {
       auto it = regs_.find(fd);
       if (it == regs_.end()) continue;
       Registration& reg = it->second;
+      if (reg.reported_call == call) {  // reported by this very call already
+        ready_[kept++] = fd;
+        continue;
+      }
       if (reg.virt) {
         bool keep = true;
         if (n >= max) {
           busy_ = true;  // looked at by the next call, even before a sleep
         } else if (examine_virtual_locked(fd, reg, &out[n], &keep)) {
+          reg.reported_call = call;
           ++n;
           if (keep) reported_.push_back(fd);
           else reg.queued = false;
@@ -908,6 +921,7 @@ class EpollGroup final : public ReadinessDeferral {
         case Connection::Parked::kReadable:
           if ((reg.events & EPOLLET) && reg.reported && reg.reported_mark == mark) break;
           reg.reported = true;
+          reg.reported_call = call;
           reg.reported_mark = mark;
           out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) | (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
           out[n].data.u64 = reg.data;
@@ -1109,23 +1123,28 @@ namespace {
 template <typename WaitKernelRaw>
 int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epoll_event* events, int maxevents,
                        long long timeout_ns) {
+  // This call, for collect: no registration is reported twice by it.
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   // The set's bells (ready sets) are never events of the application's; a
-  // virtual registration's wake-up is looked at (collect) when nothing was
-  // collected into this call's events yet (`fresh`: no fd twice in them).
-  auto wait_kernel = [&](epoll_event* out, int max, long long ns, bool fresh) {
+  // virtual registration's wake-up is looked at (collect) at once, so that
+  // what the kernel saw together (a peer's end-of-file and a listener's new
+  // connection) is reported together, as over TCP.
+  auto wait_kernel = [&](epoll_event* out, int max, long long ns) {
     int k = wait_kernel_raw(out, max, ns);
     if (k <= 0) return k;
-    int kept = g->take_kernel_events(out, k);
-    if (kept == 0 && fresh) return g->collect(out, max);
+    bool queued = false;
+    int kept = g->take_kernel_events(out, k, &queued);
+    if (queued && kept < max) kept += g->collect(out + kept, max - kept, call);
     return kept;
   };
   g->resolve_pending();
   // The kernel's set gets a look whenever memory answers (below): with one
   // slot left for it, or, with room for one event only, on its turn.
   if (maxevents == 1 && g->has_parked() && g->kernel_turn()) {
-    if (int k = wait_kernel(events, 1, 0, true); k != 0) return k;
+    if (int k = wait_kernel(events, 1, 0); k != 0) return k;
   }
-  int n = g->collect(events, maxevents > 1 ? maxevents - 1 : 1);
+  int n = g->collect(events, maxevents > 1 ? maxevents - 1 : 1, call);
   if (n == maxevents) {
     g->returned(true);
     return n;
@@ -1145,7 +1164,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
   // where that look keeps finding nothing (one connection per process:
   // PostgreSQL's backends) sleeps at once.
   if (n > 0 || !blocking || spin || g->probe().worth_trying()) {
-    int k = wait_kernel(events + n, maxevents - n, 0, n == 0);
+    int k = wait_kernel(events + n, maxevents - n, 0);
     if (k < 0) return n > 0 ? n : k;
     if (n == 0 && blocking && !spin) {
       if (k > 0) g->probe().hit();
@@ -1162,14 +1181,14 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
     for (uint32_t i = 1;; ++i) {
       for (int p = 0; p < 8; ++p) cpu_relax();
       if (g->has_parked()) {
-        n = g->collect(events, maxevents);
+        n = g->collect(events, maxevents, call);
         if (n > 0) {
           g->spin().hit();
           return n;
         }
       }
       if ((i & 15) == 0) {
-        int k = wait_kernel(events, maxevents, 0, true);
+        int k = wait_kernel(events, maxevents, 0);
         if (k != 0) {
           if (k > 0) g->spin().hit();
           return k;
@@ -1201,9 +1220,13 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     int before = k;
-    k = g->take_kernel_events(events, k);
-    if (k > 0) return k;
-    n = g->collect(events, maxevents);
+    bool queued = false;
+    k = g->take_kernel_events(events, k, &queued);
+    if (k > 0) {
+      if (queued && k < maxevents) k += g->collect(events + k, maxevents - k, call);
+      return k;
+    }
+    n = g->collect(events, maxevents, call);
     if (n > 0) return n;
     // Woken for nothing (a mark whose data was read meanwhile), or the
     // time is up.

@@ -522,6 +522,45 @@ bool case_epoll_virtual_registrations() {
   return errnos && writable && deleted_quiet && readded && oneshot && woken && exclusive && through_dup;
 }
 
+// What the kernel sees together is reported together: a virtual
+// registration's end-of-file (the peer closed) and a listener's new
+// connection, both there before the wait, come from one epoll_wait (nginx's
+// limit_conn frees a closed client's slot before it reads the next
+// client's request; reported one wait apart, the request came first).
+bool case_epoll_virtual_eof_with_accept() {
+  Pair p;
+  if (!make_pair(&p)) return false;
+  int ep = park_in_epoll(p, EPOLLIN | EPOLLRDHUP);
+  if (ep < 0) return false;
+  epoll_event in{EPOLLIN | EPOLLRDHUP, {.fd = p.a}};
+  epoll_ctl(ep, EPOLL_CTL_DEL, p.a, nullptr);  // virtual from here under smc_run
+  epoll_ctl(ep, EPOLL_CTL_ADD, p.a, &in);
+  epoll_event l{EPOLLIN, {.fd = g_listener}};
+  epoll_ctl(ep, EPOLL_CTL_ADD, g_listener, &l);
+  close(p.b);
+  p.b = -1;
+  usleep(50000);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  bool connected = connect(c, reinterpret_cast<sockaddr*>(&g_addr), sizeof g_addr) == 0;
+  usleep(100000);
+  epoll_event got[8];
+  int n = epoll_wait(ep, got, 8, 1000);
+  bool eof = false, accept_ready = false;
+  for (int i = 0; i < n; ++i) {
+    if (got[i].data.fd == p.a && (got[i].events & EPOLLRDHUP)) eof = true;
+    if (got[i].data.fd == g_listener) accept_ready = true;
+  }
+  epoll_ctl(ep, EPOLL_CTL_DEL, g_listener, nullptr);
+  int s = accept(g_listener, nullptr, nullptr);
+  if (s >= 0) close(s);
+  close(c);
+  close(ep);
+  if (!(connected && eof && accept_ready))
+    fprintf(stderr, "epoll_virtual_eof_with_accept: n=%d connected=%d eof=%d accept_ready=%d\n", n, connected, eof,
+            accept_ready);
+  return connected && eof && accept_ready;
+}
+
 // redis-benchmark's loop, 3000 requests: the client adds the write event,
 // writes, deletes it and adds the read event, reads the reply, deletes the
 // read event; a server thread answers each request, some at once, some after
@@ -1279,6 +1318,7 @@ int main() {
       {"epoll_ping_pong", case_epoll_ping_pong},
       {"epoll_virtual_registrations", case_epoll_virtual_registrations},
       {"epoll_churned_ping_pong", case_epoll_churned_ping_pong},
+      {"epoll_virtual_eof_with_accept", case_epoll_virtual_eof_with_accept},
       {"epoll_parked_stress_one_reader", [] { return epoll_parked_stress(1); }},
       {"epoll_parked_stress_two_readers", [] { return epoll_parked_stress(2); }},
       {"rdhup_after_peer_shutdown", case_rdhup},
