@@ -464,6 +464,11 @@ class Connection {
   bool disarm_data_locked() SMCR_REQUIRES(mu_);
   // Parked with a ready set: arms for it (data will mark our slot).
   void arm_for_set_locked() SMCR_REQUIRES(mu_);
+  // A connection `d` parked with a ready set and left unarmed (its arming
+  // taken) is armed for the set again past what is here (poll_parked,
+  // poll_events). Returns the data mark: the producer cursor, which changes
+  // with every arrival.
+  uint64_t rearm_parked_for_set_locked(ReadinessDeferral* d) SMCR_REQUIRES(mu_);
   // Marks our own slot of the ready set (data came by the link, or the
   // peer's marking was taken back), waking the set's sleeper if need be.
   void mark_own_set_locked() SMCR_REQUIRES(mu_);
@@ -600,6 +605,10 @@ class Connection {
   // The error a reset leaves pending (ECONNRESET, or EPIPE after the
   // peer's FIN), 0 once reported.
   int take_reset_error_locked() SMCR_REQUIRES(mu_);
+  // Whether such an error waits to be reported.
+  bool reset_error_pending_locked() const SMCR_REQUIRES(mu_) {
+    return !close_.reset_reported && (close_.aborted || close_.peer_lost || close_.wrote_after_peer_close);
+  }
 
   Mutex mu_;
   Mutex inbox_mu_ SMCR_ACQUIRED_AFTER(mu_);

@@ -284,6 +284,16 @@ void Connection::unpark_locked() {
   settle_readable_locked();  // armed, or rung if data came meanwhile
 }
 
+uint64_t Connection::rearm_parked_for_set_locked(ReadinessDeferral* d) {
+  // Unarmed with a ready set (its arming taken): armed again, so that its
+  // next data marks the set again: a wait that drops it as empty, or an
+  // edge-triggered one that reported it, hears of the next arrival even
+  // while it sleeps.
+  if (ready_.parked && ready_.deferral == d && ready_.set_page && !ready_.rd_armed && ready_.rd_owed == 0)
+    arm_for_set_locked();
+  return (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
+}
+
 Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark) {
   if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
@@ -291,12 +301,7 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   drain_inbox_locked();
   if (!ready_.parked || ready_.deferral != d) return Parked::kGone;
   *writable = !ready_.wr_filled;
-  // Parked with a ready set and unarmed (its arming taken): armed again
-  // past what is here, so that its next data marks the set again: a wait
-  // that drops it as empty, or an edge-triggered one that reported it,
-  // hears of the next arrival even while it sleeps.
-  if (ready_.set_page && !ready_.rd_armed && ready_.rd_owed == 0) arm_for_set_locked();
-  *data_mark = (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
+  *data_mark = rearm_parked_for_set_locked(d);
   // What the readiness socket shows (end-of-file, reset, urgent data) the
   // kernel reports itself.
   if (app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled || rx_.priority_raised || ready_.rd_owed > 0 || close_.aborted)
@@ -309,9 +314,7 @@ Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* event
   if (!mu_.try_lock()) return Parked::kBusy;
   Hold lock(*this, std::adopt_lock);
   drain_inbox_locked();
-  if (ready_.parked && ready_.deferral == d && ready_.set_page && !ready_.rd_armed && ready_.rd_owed == 0)
-    arm_for_set_locked();
-  *data_mark = (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
+  *data_mark = rearm_parked_for_set_locked(d);
   const uint32_t unread = close_.aborted ? 0 : rx_.space.used(rx_.prod, rx_.cons).value_or(0);
   // The usual case, answered from memory: both directions open, the window
   // not full, no byte on the readiness socket.
@@ -327,8 +330,7 @@ Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* event
     // full window, a ring), as the kernel's registration would report it.
     pollfd p{app_.fd, POLLIN | POLLOUT | POLLPRI | POLLRDHUP, 0};
     if (sys::poll(&p, 1, 0) > 0) ev = static_cast<uint16_t>(p.revents);
-    if ((ev & EPOLLHUP) && !close_.reset_reported && (close_.aborted || close_.peer_lost || close_.wrote_after_peer_close))
-      ev |= EPOLLERR;
+    if ((ev & EPOLLHUP) && reset_error_pending_locked()) ev |= EPOLLERR;
   }
   if (unread > 0) ev |= EPOLLIN | EPOLLRDNORM;
   *events = ev;

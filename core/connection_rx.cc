@@ -62,14 +62,14 @@ uint32_t Connection::bytes_readable() {
 }
 
 int Connection::take_reset_error_locked() {
-  if (close_.reset_reported || !(close_.aborted || close_.peer_lost || close_.wrote_after_peer_close)) return 0;
+  if (!reset_error_pending_locked()) return 0;
   close_.reset_reported = true;
   return close_.peer_done ? EPIPE : ECONNRESET;
 }
 
 bool Connection::socket_error_pending() {
   Hold lock(*this);
-  return !close_.reset_reported && (close_.aborted || close_.peer_lost || close_.wrote_after_peer_close);
+  return reset_error_pending_locked();
 }
 
 int Connection::take_socket_error(int tcp_error) {

@@ -91,6 +91,10 @@ constexpr uint32_t kVirtualKernelEvents = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLR
 constexpr uint32_t kNotEvents = EPOLLET | EPOLLONESHOT | EPOLLWAKEUP | EPOLLEXCLUSIVE;
 std::atomic<bool> g_any_tag{false};
 std::atomic<int> g_virtual_regs{0};  // in this process, all sets
+// Whether a kernel event can be the shim's own (a bell or a tag) at all.
+bool shim_events_possible() {
+  return g_any_bell.load(std::memory_order_relaxed) || g_any_tag.load(std::memory_order_relaxed);
+}
 // The upper half of every virtual tag: per process, and never the bell's.
 uint64_t tag_prefix() { return (bell_data() ^ 0x5b1e7a9d00000000ULL) & 0xffffffff00000000ULL; }
 uint64_t virtual_tag(int fd) { return tag_prefix() | static_cast<uint32_t>(fd); }
@@ -104,7 +108,7 @@ bool virtual_tag_fd(uint64_t data, int* fd) {
 // wake-ups) out of what the kernel returned for a set this process does
 // not follow (inherited from its parent).
 int drop_shim_events(epoll_event* events, int n) {
-  if (n <= 0 || (!g_any_bell.load(std::memory_order_relaxed) && !g_any_tag.load(std::memory_order_relaxed))) return n;
+  if (n <= 0 || !shim_events_possible()) return n;
   const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
   int k = 0, fd = 0;
   for (int i = 0; i < n; ++i)
@@ -391,11 +395,11 @@ class EpollGroup final : public ReadinessDeferral {
 
   // The kernel's events of a wait on this set: a ready set's bell is
   // dropped (the bells emptied now and then), a virtual registration's
-  // wake-up queues it, edge-flagged, for the next look (collect); the rest
-  // are the application's. Returns how many are left.
+  // wake-up queues it, edge-flagged (*queued: the caller collects it in the
+  // same wait); the rest are the application's. Returns how many are left.
   int take_kernel_events(epoll_event* events, int n, bool* queued) {
     *queued = false;
-    if (n <= 0 || (!g_any_bell.load(std::memory_order_relaxed) && !g_any_tag.load(std::memory_order_relaxed))) return n;
+    if (n <= 0 || !shim_events_possible()) return n;
     const uint64_t bell = g_bell_data.load(std::memory_order_relaxed);
     int k = 0, fd = 0;
     bool rang = false;
@@ -525,7 +529,7 @@ class EpollGroup final : public ReadinessDeferral {
   // robin, as the kernel's ready list (an fd it reports goes to the back):
   // each call starts after the last connection the previous one reported,
   // so busy connections beyond `max` are not starved by the first ones.
-  // `call`: the epoll_wait this is for (next_call()); a registration it
+  // `call`: the epoll_wait this is for (g_wait_calls); a registration it
   // already reported is not reported twice by it.
   int collect(epoll_event* out, int max, uint64_t call) {
     // A ready set may be marked after its last registration left (a
@@ -1120,12 +1124,14 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
 
 namespace {
 
+// Numbers every wait_with_deferral call (collect's `call`); 0 is none.
+std::atomic<uint64_t> g_wait_calls{0};
+
 template <typename WaitKernelRaw>
 int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epoll_event* events, int maxevents,
                        long long timeout_ns) {
   // This call, for collect: no registration is reported twice by it.
-  static std::atomic<uint64_t> calls{0};
-  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t call = g_wait_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   // The set's bells (ready sets) are never events of the application's; a
   // virtual registration's wake-up is looked at (collect) at once, so that
   // what the kernel saw together (a peer's end-of-file and a listener's new
