@@ -478,6 +478,10 @@ class Connection {
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked() SMCR_REQUIRES(mu_);
+  // Without a control page (verbs): the bounded spin polls the link's
+  // receive queue on this thread (LinkGroup::app_poll); true when something
+  // for this connection came (processed).
+  bool poll_link_locked(SpinBackoff& backoff) SMCR_REQUIRES(mu_);
   // Blocking write with a full window: the same watch, for the CDC that
   // reports consumption. True if the peer published.
   bool spin_for_window_locked() SMCR_REQUIRES(mu_);

@@ -124,7 +124,7 @@ void Connection::ring_readable_locked() {
   }
   // A reader that holds the connection takes the data itself and settles
   // the socket on its way out.
-  if (ready_.in_reader && mem_.control) return;
+  if (ready_.in_reader) return;
   // Parked: the deferral finds the data (its ready set marked), or rings
   // before anyone sleeps.
   if (ready_.parked) {
@@ -338,8 +338,14 @@ Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* event
 }
 
 void Connection::settle_readable_locked() {
-  if (!mem_.control || app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled) return;
+  if (app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled) return;
   uint32_t unread = close_.aborted ? 0 : rx_.space.used(rx_.prod, rx_.cons).value_or(0);
+  if (!mem_.control) {
+    // Nothing to arm without a control page: what arrived while the reader
+    // held the connection (not rung, above) and is still unread is rung now.
+    if (unread > 0) ring_readable_locked();
+    return;
+  }
   if (unread > 0) {
     ring_readable_locked();
   } else {
@@ -362,7 +368,8 @@ int64_t spin_budget_ns() {
 
 bool Connection::spin_for_data_locked() {
   int64_t budget = spin_budget_ns();
-  if (!mem_.control || budget == 0 || app_.fd < 0) return false;
+  if (budget == 0 || app_.fd < 0) return false;
+  if (!mem_.control) return poll_link_locked(spin_backoff_);
   if (!spin_backoff_.worth_trying()) return false;
   if (ready_.rd_armed) {
     if (disarm_data_locked()) {
@@ -376,7 +383,8 @@ bool Connection::spin_for_data_locked() {
 }
 
 bool Connection::spin_for_window_locked() {
-  if (!mem_.control || spin_budget_ns() == 0 || app_.fd < 0) return false;
+  if (spin_budget_ns() == 0 || app_.fd < 0) return false;
+  if (!mem_.control) return poll_link_locked(window_backoff_);
   if (!window_backoff_.worth_trying()) return false;
   return watch_control_page_locked(window_backoff_);
 }
@@ -397,6 +405,41 @@ bool Connection::watch_control_page_locked(SpinBackoff& backoff) {
   }
   backoff.missed();
   return false;
+}
+
+bool Connection::poll_link_locked(SpinBackoff& backoff) {
+  // Held: the group cannot retire and the link stays (a failover's move
+  // reaches us through the inbox, processed below).
+  LinkGroup* group = fabric_.group;
+  Link* link = fabric_.link;
+  if (!group || !link || fabric_.link_dead || close_.released || foreign() || !link->app_pollable()) return false;
+  if (!backoff.worth_trying()) return false;
+  int slot = fabric_.slot;
+  link->app_poll_begin();
+  int64_t deadline = sys::now_ns() + spin_budget_ns();
+  bool hit = false;
+  for (uint32_t i = 1;; ++i) {
+    // Our own CDC lands in the inbox (we hold the connection); another
+    // connection's is delivered to it as the engine would.
+    group->app_poll(slot, link);
+    if (inbox_nonempty_.load(std::memory_order_acquire)) {
+      hit = true;
+      break;
+    }
+    cpu_relax();
+    if ((i & 31) == 0 && sys::now_ns() > deadline) break;
+  }
+  // Going to sleep: the link's notifications are armed first, and what came
+  // before the arming is delivered now.
+  group->app_poll_end(slot, link, !hit);
+  hit = hit || inbox_nonempty_.load(std::memory_order_acquire);
+  if (!hit) {
+    backoff.missed();
+    return false;
+  }
+  backoff.hit();
+  drain_inbox_locked();
+  return true;
 }
 
 void Connection::send_bell_locked() {

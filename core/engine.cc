@@ -100,6 +100,10 @@ struct Engine::Impl {
 
 namespace {
 Engine* g_engine = nullptr;  // set once, by the first get()
+std::atomic<bool> g_links_kicked{false};  // kick_links: drain every link on the next wake-up
+// How often the engine drains a link whose CQ it left unarmed while an
+// application thread polls it (Link::rearm_deferred).
+constexpr int kDeferredRearmTickMs = 1;
 }
 
 Engine* Engine::get_if_started() {
@@ -415,6 +419,13 @@ bool Engine::run_on_engine_thread(std::function<void()> task, int timeout_ms) {
   return im->mu.wait_for(im->task_cv, std::chrono::milliseconds(timeout_ms), [&t] { return t->done; });
 }
 
+void Engine::kick_links() {
+  Engine* e = get_if_started();
+  if (!e) return;
+  if (g_links_kicked.exchange(true, std::memory_order_acq_rel)) return;  // already on its way
+  wake(e->impl_->wake_fd);
+}
+
 bool Engine::pause_for_exec(int timeout_ms) {
   Engine* e = get_if_started();
   if (!e) return true;
@@ -464,6 +475,12 @@ void Engine::loop() {
   for (;;) {
     refresh_stats_file(sys::now_ms());  // outside mu: it writes a file
     int timeout = group_watches.empty() ? -1 : static_cast<int>(keepalive_tick_ms());
+    // A link left unarmed for an application thread's polling is drained
+    // again each tick, and armed once the polling stops.
+    bool rearm_deferred = false;
+    for (Watch* w : group_watches)
+      if (w->watched && !w->group->failed() && w->group->link_at(w->slot)->rearm_deferred()) rearm_deferred = true;
+    if (rearm_deferred) timeout = kDeferredRearmTickMs;
     {
       MutexLock lock(im->mu);
       if (im->pause_asked) {  // pause_for_exec: between two batches
@@ -570,6 +587,15 @@ void Engine::loop() {
           }
           break;
         }
+      }
+    }
+    if (bool kicked = g_links_kicked.exchange(false, std::memory_order_acq_rel); kicked || rearm_deferred) {
+      for (Watch* w : group_watches) {
+        if (!w->watched || w->group->failed()) continue;
+        // A thread polling the link takes its messages itself, and arms it
+        // if it gives up: the tick is for a link whose polling has stopped.
+        Link* link = w->group->link_at(w->slot);
+        if (kicked || (link->rearm_deferred() && !link->app_polling())) drain_link(im->epfd, w, false);
       }
     }
     std::vector<LinkGroup*> adds, retires;

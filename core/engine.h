@@ -50,6 +50,9 @@ class Engine final : public ConnectionServices {
   // Ends a watch_readable watch that has not ended yet (no further step;
   // `step` is destroyed on the engine thread, after any step in progress).
   void end_watch(void* handle);
+  // An application thread polling a link left messages (or a failure) for
+  // the engine (LinkGroup::app_poll): the engine drains every link soon.
+  static void kick_links();
   // Makes sure the shared-memory rendezvous listener is being served.
   bool serve_shm_rendezvous();
   // exec (core/exec_carry.h): the engine thread stops between two batches,

@@ -124,6 +124,40 @@ class Link {
     (void)port;
     return false;
   }
+
+  // --- application-side polling (verbs: a completion queue the application
+  // thread can read itself, as the shm fabric's CDCs through memory) ---
+  // Whether an application thread waiting on this link may take its messages
+  // itself (app_poll) instead of sleeping until the engine delivers them.
+  virtual bool app_pollable() const { return false; }
+  // A thread starts polling; every app_poll_begin is followed by one app_poll_end.
+  virtual void app_poll_begin() {}
+  // Hands what waits in the receive queue to `take`, in order, on the
+  // calling thread. A message `take` refuses (one that is not the caller's
+  // to handle: an LLC) and every message after it stays queued for the
+  // engine, which is then woken (*engine_owed), as it is when the link
+  // failed. False when nothing was handed over (nothing came, or another
+  // thread was draining).
+  virtual bool app_poll(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) {
+    (void)take;
+    (void)engine_owed;
+    return false;
+  }
+  // The thread stops polling. `will_sleep`: it waits next for a wake-up the
+  // engine delivers, so the link's notifications are armed first (what came
+  // before the arming goes to `take` as above).
+  virtual void app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+                            bool* engine_owed) {
+    (void)will_sleep;
+    (void)take;
+    (void)engine_owed;
+  }
+  // The engine left notifications unarmed because an application thread
+  // polls the link (core/fabric_verbs.h: deferred re-arm): the engine
+  // drains it again within a tick, and arms once the polling stops.
+  virtual bool rearm_deferred() const { return false; }
+  // A thread is between app_poll_begin and app_poll_end now.
+  virtual bool app_polling() const { return false; }
 };
 
 }  // namespace smcr

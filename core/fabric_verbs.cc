@@ -664,11 +664,19 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
     ibv_ack_cq_events(cq, 1);
     armed_ = false;
     c_cq_events_.fetch_add(1, std::memory_order_relaxed);
+    smcr::counters().link_wakeups.fetch_add(1, std::memory_order_relaxed);
   }
   for (;;) {
     bool got = false;
     if (!poll_recv(on_message, &got)) return false;
     if (armed_ || failed()) break;
+    // An application thread polls the CQ (app_poll): left unarmed, its
+    // completions wake nobody; the engine looks again next tick.
+    if (app_polling_recently()) {
+      rearm_deferred_.store(true, std::memory_order_release);
+      break;
+    }
+    rearm_deferred_.store(false, std::memory_order_release);
     // Re-arm, then poll once more: a completion that landed between the
     // last poll and the re-arm raised no event and would otherwise wait.
     if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
@@ -681,6 +689,72 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
     armed_ = false;  // harmless double arm; loop to poll until empty
   }
   return !failed();
+}
+
+bool VerbsLink::app_polling_recently() const {
+  if (app_pollers_.load(std::memory_order_seq_cst) > 0) return true;
+  int64_t last = app_polled_ns_.load(std::memory_order_relaxed);
+  return last != 0 && sys::now_ns() - last < kRearmDeferNs;
+}
+
+bool VerbsLink::app_take_locked(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) {
+  // Messages the engine has yet to deliver come first: nothing overtakes them.
+  if (!pending_.empty()) {
+    *engine_owed = true;
+    return false;
+  }
+  bool handed = false, stashing = false, got = false;
+  bool alive = poll_recv(
+      [&](std::span<const uint8_t> m) SMCR_REQUIRES(drain_mu_) {
+        if (!stashing && take(m)) {
+          handed = true;
+          c_app_polled_.fetch_add(1, std::memory_order_relaxed);
+          smcr::counters().link_app_polled.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        stashing = true;
+        pending_.emplace_back(m.begin(), m.end());
+      },
+      &got);
+  if (stashing || !alive) *engine_owed = true;
+  return handed;
+}
+
+bool VerbsLink::app_poll(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) {
+  if (failed()) {
+    *engine_owed = true;
+    return false;
+  }
+  // The engine (or another thread) is draining: what it finds it delivers.
+  if (!drain_mu_.try_lock()) return false;
+  bool handed = app_take_locked(take, engine_owed);
+  drain_mu_.unlock();
+  return handed;
+}
+
+void VerbsLink::app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+                             bool* engine_owed) {
+  app_polled_ns_.store(sys::now_ns(), std::memory_order_relaxed);
+  app_pollers_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!will_sleep) return;
+  // The engine never waits for an application thread while it holds this
+  // (a connection it cannot take gets the message in its inbox).
+  MutexLock lock(drain_mu_);
+  if (failed()) {
+    *engine_owed = true;
+    return;
+  }
+  if (!armed_) {
+    if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
+      fail("ibv_req_notify_cq failed");
+      *engine_owed = true;
+      return;
+    }
+    armed_ = true;
+    rearm_deferred_.store(false, std::memory_order_release);
+  }
+  // What completed before the arming raised no event.
+  app_take_locked(take, engine_owed);
 }
 
 bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {
@@ -720,6 +794,7 @@ VerbsLinkCounters VerbsLink::counters() const {
   c.send_completions = c_send_comps_.load(std::memory_order_relaxed);
   c.sq_full_waits = c_sq_waits_.load(std::memory_order_relaxed);
   c.cq_events = c_cq_events_.load(std::memory_order_relaxed);
+  c.app_polled = c_app_polled_.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -8,6 +8,18 @@
 // reaped opportunistically (every kSignalEvery-th WR is signaled) by senders
 // needing SQ room and by drain_messages.
 //
+// Application-side polling (app_poll): a thread that would sleep until the
+// engine delivers a CDC (a blocking read waiting for data, a blocking write
+// waiting for window) polls the receive CQ itself for a bounded spin and
+// dispatches the CDCs it finds, as the shm fabric's reader takes its CDCs
+// from memory; LLC messages stay for the engine. While a thread polls, or
+// has polled within kRearmDeferNs, the engine drains without re-arming the
+// CQ (as NAPI defers re-enabling a device's interrupt while it busy-polls):
+// completions then raise no event, and a message costs neither an engine
+// wake-up nor the doorbell that would wake the reader. The engine drains an
+// unarmed CQ every engine tick and arms it once the polling has stopped; a
+// thread that gives up polling to sleep arms it at once.
+//
 // RMB placement follows Linux SMC-R: our RMBs are registered REMOTE_WRITE;
 // application bytes for the peer are copied into a registered staging buffer
 // with the peer RMB's size, at the same offset, and RDMA-WRITten from there
@@ -131,6 +143,7 @@ struct VerbsLinkCounters {
   uint64_t send_completions = 0;   // signaled WRs reaped (each covers up to kSignalEvery)
   uint64_t sq_full_waits = 0;      // times a sender had to wait for SQ room
   uint64_t cq_events = 0;          // completion-channel events consumed
+  uint64_t app_polled = 0;         // messages application threads took from the receive CQ
 };
 
 // What the QP really holds (ibv_query_qp), for diagnostics and tests.
@@ -160,6 +173,9 @@ class VerbsLink final : public Link {
   // posted receive is a remote-invalid-request NAK that kills both QPs.
   static constexpr uint32_t kV2SlotSize = 8192 + 64;
   static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
+  // How long after an application thread last polled the receive CQ the
+  // engine still leaves it unarmed (see app_poll above).
+  static constexpr int64_t kRearmDeferNs = 1000000;
   static_assert(kRecvDepth >= kSendDepth, "a peer's full send queue of SENDs would meet RNR");
   // Every WR that fills the queue's last kSignalEvery slots is signaled
   // (post_send_locked): a full queue holds a completion to reap.
@@ -221,6 +237,13 @@ class VerbsLink final : public Link {
   bool uses_port(const std::string& device, int port) const override {
     return device == port_.device && (port == 0 || port == port_.port);
   }
+  bool app_pollable() const override { return true; }
+  void app_poll_begin() override { app_pollers_.fetch_add(1, std::memory_order_seq_cst); }
+  bool app_poll(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) override;
+  void app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+                    bool* engine_owed) override;
+  bool rearm_deferred() const override { return rearm_deferred_.load(std::memory_order_acquire); }
+  bool app_polling() const override { return app_pollers_.load(std::memory_order_relaxed) > 0; }
 
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".
@@ -256,6 +279,12 @@ class VerbsLink final : public Link {
   bool post_recv(uint32_t slot);
   // Polls the receive CQ; delivers into on_message. False on link failure.
   bool poll_recv(const std::function<void(std::span<const uint8_t>)>& on_message, bool* got_any);
+  // app_poll's part under drain_mu_: the CQ's messages to `take` until it
+  // refuses one; that one and the rest to pending_ (for the engine).
+  bool app_take_locked(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed)
+      SMCR_REQUIRES(drain_mu_);
+  // An application thread polls now or did within kRearmDeferNs.
+  bool app_polling_recently() const;
   void fail(const std::string& reason);
   Staging* staging_for(const RemoteRmb& rmb);
 
@@ -292,6 +321,9 @@ class VerbsLink final : public Link {
   Mutex drain_mu_;        // receive CQ, channel events, pending_
   std::deque<std::vector<uint8_t>> pending_ SMCR_GUARDED_BY(drain_mu_);  // drained by wait_message for later
   bool armed_ SMCR_GUARDED_BY(drain_mu_) = false;
+  std::atomic<int> app_pollers_{0};             // threads between app_poll_begin and _end
+  std::atomic<int64_t> app_polled_ns_{0};       // when the last of them ended (sys::now_ns)
+  std::atomic<bool> rearm_deferred_{false};     // the engine left the CQ unarmed for them
 
   Mutex mr_mu_;           // local RMBs and remote staging buffers
   std::vector<LocalMr> local_mrs_ SMCR_GUARDED_BY(mr_mu_);
@@ -302,7 +334,7 @@ class VerbsLink final : public Link {
   std::string failure_reason_ SMCR_GUARDED_BY(fail_mu_);
 
   std::atomic<uint64_t> c_bytes_written_{0}, c_writes_{0}, c_writes_inline_{0}, c_msgs_sent_{0},
-      c_msgs_recv_{0}, c_send_comps_{0}, c_sq_waits_{0}, c_cq_events_{0};
+      c_msgs_recv_{0}, c_send_comps_{0}, c_sq_waits_{0}, c_cq_events_{0}, c_app_polled_{0};
 };
 
 }  // namespace smcr

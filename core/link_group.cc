@@ -462,7 +462,7 @@ void LinkGroup::install_peer_ready_set(const readyset::Announcement& a, int fd) 
 bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
   GroupLink& l = links_[static_cast<size_t>(slot)];
   if (!l.up || l.link->failed()) return false;
-  if (l.last_rx_ms == 0) l.last_rx_ms = now_ms;
+  if (l.last_rx_ms.load(std::memory_order_relaxed) == 0) l.last_rx_ms.store(now_ms, std::memory_order_relaxed);
   if (l.test_link_mismatch) {
     SMCR_LOG(1, "link %u: TEST LINK reply does not echo our data: link down", l.num);
     return false;
@@ -472,7 +472,7 @@ bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
     SMCR_LOG(1, "link %u: no TEST LINK reply within the LLC timeout: link down", l.num);
     return false;
   }
-  if (now_ms - l.last_rx_ms < interval_ms) return true;
+  if (now_ms - l.last_rx_ms.load(std::memory_order_relaxed) < interval_ms) return true;
   llc::TestLink probe;
   // No probe rather than one whose echo a stale or forged reply could
   // match; the link is not blamed for our missing randomness (the next
@@ -486,7 +486,7 @@ bool LinkGroup::keepalive_tick(int slot, int64_t now_ms, int64_t interval_ms) {
 }
 
 void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
-  links_[static_cast<size_t>(slot)].last_rx_ms = sys::now_ms();
+  links_[static_cast<size_t>(slot)].last_rx_ms.store(sys::now_ms(), std::memory_order_relaxed);
   if (llc_version_ == llc::v2::kVersion && !msg.empty() && (msg[0] >> 4) == llc::v2::kVersion) {
     // Linux's version-2 LLC, up to 8 KiB (its own length is checked by the
     // decoder).
@@ -584,38 +584,7 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
       // The sender's readiness socket may ride on its first link CDC
       // (Connection::bell_owed_); it is taken before the CDC, as a bell
       // message sent ahead of it would have been.
-      int bell = shm() ? links_[static_cast<size_t>(slot)].link->take_attached_fd() : -1;
-      Connection* c = nullptr;
-      {
-        MutexLock lock(mu_);
-        auto it = conns_.find(m->alert_token);
-        if (it != conns_.end() && it->second->try_ref()) {
-          c = it->second;
-        } else if (auto e = early_cdcs_.find(m->alert_token); e != early_cdcs_.end()) {
-          // Bounded: a peer cannot make us hold more than a window's worth.
-          if (e->second.size() < 4096) {
-            std::array<uint8_t, 44> copy;
-            std::copy(msg.begin(), msg.end(), copy.begin());
-            e->second.push_back(copy);
-          }
-          if (bell >= 0 && !early_bells_.count(m->alert_token)) {
-            early_bells_[m->alert_token] = bell;
-            bell = -1;
-          }
-          if (bell >= 0) sys::close(bell);
-          return;
-        }
-      }
-      if (!c) {
-        if (bell >= 0) sys::close(bell);
-        // A CDC for a connection that has ended (late consumer update) or a
-        // forged token: nothing of ours is touched.
-        SMCR_LOG(2, "link: CDC for unknown token %08x dropped", m->alert_token);
-        return;
-      }
-      if (bell >= 0) c->set_peer_bell(bell);
-      c->on_cdc(*m);
-      c->unref();
+      deliver_cdc(*m, msg, shm() ? links_[static_cast<size_t>(slot)].link->take_attached_fd() : -1);
       return;
     }
     case llc::Opcode::kLlc:
@@ -630,6 +599,73 @@ void LinkGroup::dispatch(int slot, std::span<const uint8_t> msg) {
       on_link_failure(slot);
       return;
   }
+}
+
+void LinkGroup::deliver_cdc(const cdc::Message& m, std::span<const uint8_t> msg, int bell) {
+  Connection* c = nullptr;
+  {
+    MutexLock lock(mu_);
+    auto it = conns_.find(m.alert_token);
+    if (it != conns_.end() && it->second->try_ref()) {
+      c = it->second;
+    } else if (auto e = early_cdcs_.find(m.alert_token); e != early_cdcs_.end()) {
+      // Bounded: a peer cannot make us hold more than a window's worth.
+      if (e->second.size() < 4096) {
+        std::array<uint8_t, 44> copy;
+        std::copy(msg.begin(), msg.end(), copy.begin());
+        e->second.push_back(copy);
+      }
+      if (bell >= 0 && !early_bells_.count(m.alert_token)) {
+        early_bells_[m.alert_token] = bell;
+        bell = -1;
+      }
+      if (bell >= 0) sys::close(bell);
+      return;
+    }
+  }
+  if (!c) {
+    if (bell >= 0) sys::close(bell);
+    // A CDC for a connection that has ended (late consumer update) or a
+    // forged token: nothing of ours is touched.
+    SMCR_LOG(2, "link: CDC for unknown token %08x dropped", m.alert_token);
+    return;
+  }
+  if (bell >= 0) c->set_peer_bell(bell);
+  c->on_cdc(m);
+  c->unref();
+}
+
+bool LinkGroup::take_from_app(std::span<const uint8_t> msg) {
+  // Only a whole CDC; a failover validation makes the engine drain the other
+  // links first, and a malformed CDC takes the link down: the engine's.
+  if (msg.size() != kLinkMessageLen || llc::classify(msg[0]) != llc::Opcode::kCdc) return false;
+  auto m = cdc::decode(msg);
+  if (!m || m->flags.failover_validation) return false;
+  deliver_cdc(*m, msg, -1);
+  return true;
+}
+
+bool LinkGroup::app_poll(int slot, Link* link) {
+  bool engine_owed = false;
+  bool handed = link->app_poll([this](std::span<const uint8_t> m) { return take_from_app(m); }, &engine_owed);
+  if (handed) links_[static_cast<size_t>(slot)].last_rx_ms.store(sys::now_ms(), std::memory_order_relaxed);
+  if (engine_owed) Engine::kick_links();
+  return handed;
+}
+
+void LinkGroup::app_poll_end(int slot, Link* link, bool will_sleep) {
+  bool engine_owed = false;
+  bool handed = false;
+  link->app_poll_end(
+      will_sleep,
+      [this, &handed](std::span<const uint8_t> m) {
+        bool taken = take_from_app(m);
+        handed = handed || taken;
+        return taken;
+      },
+      &engine_owed);
+  if (handed) links_[static_cast<size_t>(slot)].last_rx_ms.store(sys::now_ms(), std::memory_order_relaxed);
+  if (engine_owed) Engine::kick_links();
 }
 
 void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {

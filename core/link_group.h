@@ -194,6 +194,13 @@ class LinkGroup {
 
   // Engine thread: one message off the link in `slot`.
   void dispatch(int slot, std::span<const uint8_t> msg);
+  // An application thread waiting on `link` (the one in `slot`) polls its
+  // receive queue itself (Link::app_poll): the CDCs it finds are delivered
+  // on that thread, as dispatch delivers them; anything else (LLC, a
+  // failover validation, a failure) is left to the engine, which is woken.
+  // True when a CDC was delivered.
+  bool app_poll(int slot, Link* link);
+  void app_poll_end(int slot, Link* link, bool will_sleep);
   // Engine thread, periodically: RFC 4.5.3 keepalive of one link. A link idle
   // for `interval_ms` gets a TEST LINK; no (or a wrong) reply within the LLC
   // timeout means the link has failed. Returns false when it has.
@@ -233,8 +240,8 @@ class LinkGroup {
     LinkIdentity local;
     LinkIdentity remote;
     std::atomic<bool> up{false};
-    // Keepalive state, engine thread only.
-    int64_t last_rx_ms = 0;
+    // Keepalive state, engine thread only (last_rx_ms also from app_poll).
+    std::atomic<int64_t> last_rx_ms{0};
     int64_t test_link_deadline_ms = 0;  // 0: no TEST LINK outstanding
     std::array<uint8_t, 16> test_link_data{};
     bool test_link_mismatch = false;
@@ -243,6 +250,10 @@ class LinkGroup {
   void free_all_rmbs();
 
   void handle_llc(int slot, std::span<const uint8_t> msg);
+  // A decoded CDC to its connection (or held for one being set up).
+  void deliver_cdc(const cdc::Message& m, std::span<const uint8_t> msg, int bell);
+  // app_poll's filter: a CDC this thread may deliver; false leaves it to the engine.
+  bool take_from_app(std::span<const uint8_t> msg);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
   // LINK for it on a survivor.
   void link_down(int slot, bool notify_peer, const char* why);

@@ -141,6 +141,63 @@ t1=$(date +%s)
 check "client of a killed server fails (rc=$rc) instead of hanging" [ "$rc" = 1 ]
 check "within 60 s of the kill ($(( t1 - t0 - 3 )) s)" [ $(( t1 - t0 - 3 )) -lt 60 ]
 
+# Application-side polling of the completion queue: a blocking reader takes
+# its CDCs from the CQ itself, and the engine thread is not woken per message
+# (VerbsLink::app_poll). Ping-pong with blocking reads on both ends, 14-byte
+# messages; each process's counters in a directory of its own. TCG makes a
+# round trip last about a millisecond, so the spin is widened to 20 ms
+# (SMCR_SPIN_US) to cover it, as the default 40 us covers a round trip on a
+# real RoCE NIC. The positive control first: with no spin at all every
+# message wakes the engine, so the counter that must drop can see them.
+PP_ROUNDS=400
+cat >"$TEST_TMP/pp_server.py" <<'PY'
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(1)
+c, _ = l.accept()
+while True:
+    m = c.recv(64)
+    if not m: break
+    c.sendall(m)
+PY
+cat >"$TEST_TMP/pp_client.py" <<'PY'
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+ok = 0
+for i in range(int(sys.argv[3])):
+    m = b'%014d' % i
+    s.sendall(m)
+    r = b''
+    while len(r) < len(m): r += s.recv(64)
+    ok += r == m
+s.close(); print('ok=%d' % ok)
+PY
+pingpong() {  # pingpong SPIN_US -> OUT; CLI_STATS, SRV_STATS: each side's counters
+  local port; port=$(free_port)
+  SRV_STATS=$TEST_TMP/pp-srv-$1 CLI_STATS=$TEST_TMP/pp-cli-$1
+  mkdir -p "$SRV_STATS" "$CLI_STATS"
+  SMCR_SPIN_US=$1 STATS_DIR=$SRV_STATS bg under_smc python3 "$TEST_TMP/pp_server.py" "$HOST" "$port"
+  local spid=$BG_PID
+  wait_port "$port" || { log "ping-pong server did not start"; return 1; }
+  OUT=$(SMCR_SPIN_US=$1 STATS_DIR=$CLI_STATS under_smc timeout 120 python3 "$TEST_TMP/pp_client.py" "$HOST" "$port" $PP_ROUNDS)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  log "ping-pong, SMCR_SPIN_US=$1: $OUT; client: link_wakeups=$(STATS_DIR=$CLI_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$CLI_STATS stat_sum link_app_polled); server: link_wakeups=$(STATS_DIR=$SRV_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$SRV_STATS stat_sum link_app_polled)"
+}
+pingpong 0
+check "ping-pong without a spin: every reply intact" [ "$OUT" = "ok=$PP_ROUNDS" ]
+check "without a spin the client's engine wakes for the replies (>= $((PP_ROUNDS / 2)) link wake-ups), none polled" \
+  [ "$(STATS_DIR=$CLI_STATS stat_sum link_wakeups)" -ge $((PP_ROUNDS / 2)) -a "$(STATS_DIR=$CLI_STATS stat_sum link_app_polled)" = 0 ]
+pingpong 20000
+check "ping-pong with the CQ polled by the readers: every reply intact" [ "$OUT" = "ok=$PP_ROUNDS" ]
+for side in CLI SRV; do
+  dir=${side}_STATS
+  check "$side: the reader took most messages from the CQ itself (link_app_polled >= $((PP_ROUNDS * 8 / 10)))" \
+    [ "$(STATS_DIR=${!dir} stat_sum link_app_polled)" -ge $((PP_ROUNDS * 8 / 10)) ]
+  check "$side: the engine woke for at most a tenth of the messages (link_wakeups <= $((PP_ROUNDS / 10)))" \
+    [ "$(STATS_DIR=${!dir} stat_sum link_wakeups)" -le $((PP_ROUNDS / 10)) ]
+done
+
 # redis over rxe.
 if [ "${SMCR_SANITIZE:-OFF}" = "ON" ]; then
   log "ASan build of the shim: the redis case needs the normal build"
