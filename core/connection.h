@@ -337,6 +337,18 @@ class Connection {
   // One line of "key=value" pairs: token, state, addresses, RMBs, bytes.
   std::string describe();
 
+  // The link an application thread waiting in epoll may poll for this
+  // connection's messages (verbs: Link::app_poll), or null; only for
+  // telling links apart, never dereferenced by the caller.
+  const void* pollable_link();
+  // One look at that link's receive queue from a thread that waits for
+  // readiness (epoll_wait): the CDCs found are delivered (the readiness
+  // sockets of their connections rung). `will_sleep`: the caller sleeps
+  // next, so the link's notifications are armed. True when something was
+  // delivered. Skipped (false) while another thread holds the connection,
+  // unless `will_sleep`.
+  bool poll_link_once(bool will_sleep);
+
   // Holding a connection: CDC messages parked while another thread held it
   // are processed when it is taken (so nothing else overtakes them: a link
   // failure must not be seen before the data and C that preceded it) and
@@ -482,6 +494,7 @@ class Connection {
   // receive queue on this thread (LinkGroup::app_poll); true when something
   // for this connection came (processed).
   bool poll_link_locked(SpinBackoff& backoff) SMCR_REQUIRES(mu_);
+  bool poll_link_once_locked(bool will_sleep) SMCR_REQUIRES(mu_);
   // Blocking write with a full window: the same watch, for the CDC that
   // reports consumption. True if the peer published.
   bool spin_for_window_locked() SMCR_REQUIRES(mu_);

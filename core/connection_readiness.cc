@@ -368,9 +368,9 @@ int64_t spin_budget_ns() {
 
 bool Connection::spin_for_data_locked() {
   int64_t budget = spin_budget_ns();
-  if (budget == 0 || app_.fd < 0) return false;
+  if (app_.fd < 0) return false;
   if (!mem_.control) return poll_link_locked(spin_backoff_);
-  if (!spin_backoff_.worth_trying()) return false;
+  if (budget == 0 || !spin_backoff_.worth_trying()) return false;
   if (ready_.rd_armed) {
     if (disarm_data_locked()) {
       // The peer published and is ringing.
@@ -383,9 +383,9 @@ bool Connection::spin_for_data_locked() {
 }
 
 bool Connection::spin_for_window_locked() {
-  if (spin_budget_ns() == 0 || app_.fd < 0) return false;
+  if (app_.fd < 0) return false;
   if (!mem_.control) return poll_link_locked(window_backoff_);
-  if (!window_backoff_.worth_trying()) return false;
+  if (spin_budget_ns() == 0 || !window_backoff_.worth_trying()) return false;
   return watch_control_page_locked(window_backoff_);
 }
 
@@ -413,33 +413,73 @@ bool Connection::poll_link_locked(SpinBackoff& backoff) {
   LinkGroup* group = fabric_.group;
   Link* link = fabric_.link;
   if (!group || !link || fabric_.link_dead || close_.released || foreign() || !link->app_pollable()) return false;
-  if (!backoff.worth_trying()) return false;
   int slot = fabric_.slot;
+  // Without a spin (none configured, or the last ones found nothing) this
+  // is only the look before the sleep: the link is armed, since the engine
+  // may have left it unarmed for another thread's polling.
+  const bool spin = spin_budget_ns() > 0 && backoff.worth_trying();
   link->app_poll_begin();
-  int64_t deadline = sys::now_ns() + spin_budget_ns();
   bool hit = false;
-  for (uint32_t i = 1;; ++i) {
-    // Our own CDC lands in the inbox (we hold the connection); another
-    // connection's is delivered to it as the engine would.
-    group->app_poll(slot, link);
-    if (inbox_nonempty_.load(std::memory_order_acquire)) {
-      hit = true;
-      break;
+  if (spin) {
+    int64_t deadline = sys::now_ns() + spin_budget_ns();
+    for (uint32_t i = 1;; ++i) {
+      // Our own CDC lands in the inbox (we hold the connection); another
+      // connection's is delivered to it as the engine would.
+      group->app_poll(slot, link);
+      if (inbox_nonempty_.load(std::memory_order_acquire)) {
+        hit = true;
+        break;
+      }
+      cpu_relax();
+      if ((i & 31) == 0 && sys::now_ns() > deadline) break;
     }
-    cpu_relax();
-    if ((i & 31) == 0 && sys::now_ns() > deadline) break;
   }
   // Going to sleep: the link's notifications are armed first, and what came
   // before the arming is delivered now.
   group->app_poll_end(slot, link, !hit);
-  hit = hit || inbox_nonempty_.load(std::memory_order_acquire);
-  if (!hit) {
-    backoff.missed();
-    return false;
+  bool found = hit || inbox_nonempty_.load(std::memory_order_acquire);
+  if (spin) {
+    if (hit) backoff.hit();
+    else backoff.missed();
   }
-  backoff.hit();
+  if (!found) return false;
   drain_inbox_locked();
   return true;
+}
+
+const void* Connection::pollable_link() {
+  if (foreign()) return nullptr;
+  Hold lock(*this);
+  Link* link = fabric_.link;
+  if (!fabric_.group || !link || fabric_.link_dead || close_.released || mem_.control || !link->app_pollable())
+    return nullptr;
+  return link;
+}
+
+bool Connection::poll_link_once(bool will_sleep) {
+  if (foreign()) return false;
+  if (will_sleep) {
+    Hold lock(*this);
+    return poll_link_once_locked(true);
+  }
+  // A thread that holds the connection is reading it (and polls the link
+  // itself) or about to: a look through it would wait for that thread.
+  if (!mu_.try_lock()) return false;
+  Hold lock(*this, std::adopt_lock);
+  drain_inbox_locked();
+  return poll_link_once_locked(false);
+}
+
+bool Connection::poll_link_once_locked(bool will_sleep) {
+  LinkGroup* group = fabric_.group;
+  Link* link = fabric_.link;
+  if (!group || !link || fabric_.link_dead || close_.released || mem_.control || !link->app_pollable()) return false;
+  int slot = fabric_.slot;
+  link->app_poll_begin();
+  bool hit = group->app_poll(slot, link);
+  group->app_poll_end(slot, link, will_sleep);
+  // Our own CDCs wait in the inbox: processed (and rung) as the lock goes.
+  return hit;
 }
 
 void Connection::send_bell_locked() {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/env.h"
 #include "core/llc.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -691,10 +692,15 @@ bool VerbsLink::drain_locked(const std::function<void(std::span<const uint8_t>)>
   return !failed();
 }
 
+int64_t VerbsLink::rearm_defer_ns() {
+  static const int64_t ns = int64_t{1000} * env_long("SMCR_REARM_DEFER_US", kDefaultRearmDeferUs, 0, 1000000);
+  return ns;
+}
+
 bool VerbsLink::app_polling_recently() const {
   if (app_pollers_.load(std::memory_order_seq_cst) > 0) return true;
   int64_t last = app_polled_ns_.load(std::memory_order_relaxed);
-  return last != 0 && sys::now_ns() - last < kRearmDeferNs;
+  return last != 0 && sys::now_ns() - last < rearm_defer_ns();
 }
 
 bool VerbsLink::app_take_locked(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) {
@@ -734,9 +740,14 @@ bool VerbsLink::app_poll(const std::function<bool(std::span<const uint8_t>)>& ta
 
 void VerbsLink::app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
                              bool* engine_owed) {
-  app_polled_ns_.store(sys::now_ns(), std::memory_order_relaxed);
+  if (!will_sleep) {
+    // Polling goes on (the thread found something and comes back): the
+    // engine keeps the CQ unarmed a while.
+    app_polled_ns_.store(sys::now_ns(), std::memory_order_relaxed);
+    app_pollers_.fetch_sub(1, std::memory_order_seq_cst);
+    return;
+  }
   app_pollers_.fetch_sub(1, std::memory_order_seq_cst);
-  if (!will_sleep) return;
   // The engine never waits for an application thread while it holds this
   // (a connection it cannot take gets the message in its inbox).
   MutexLock lock(drain_mu_);

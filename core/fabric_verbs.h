@@ -13,7 +13,7 @@
 // waiting for window) polls the receive CQ itself for a bounded spin and
 // dispatches the CDCs it finds, as the shm fabric's reader takes its CDCs
 // from memory; LLC messages stay for the engine. While a thread polls, or
-// has polled within kRearmDeferNs, the engine drains without re-arming the
+// has polled within rearm_defer_ns(), the engine drains without re-arming the
 // CQ (as NAPI defers re-enabling a device's interrupt while it busy-polls):
 // completions then raise no event, and a message costs neither an engine
 // wake-up nor the doorbell that would wake the reader. The engine drains an
@@ -174,8 +174,10 @@ class VerbsLink final : public Link {
   static constexpr uint32_t kV2SlotSize = 8192 + 64;
   static constexpr int kSqWaitMs = 5000;       // then the link is declared failed
   // How long after an application thread last polled the receive CQ the
-  // engine still leaves it unarmed (see app_poll above).
-  static constexpr int64_t kRearmDeferNs = 1000000;
+  // engine still leaves it unarmed (see app_poll above):
+  // SMCR_REARM_DEFER_US, default kDefaultRearmDeferUs.
+  static constexpr int64_t kDefaultRearmDeferUs = 1000;
+  static int64_t rearm_defer_ns();
   static_assert(kRecvDepth >= kSendDepth, "a peer's full send queue of SENDs would meet RNR");
   // Every WR that fills the queue's last kSignalEvery slots is signaled
   // (post_send_locked): a full queue holds a completion to reap.
@@ -283,7 +285,7 @@ class VerbsLink final : public Link {
   // refuses one; that one and the rest to pending_ (for the engine).
   bool app_take_locked(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed)
       SMCR_REQUIRES(drain_mu_);
-  // An application thread polls now or did within kRearmDeferNs.
+  // An application thread polls now or did within rearm_defer_ns().
   bool app_polling_recently() const;
   void fail(const std::string& reason);
   Staging* staging_for(const RemoteRmb& rmb);

@@ -228,6 +228,7 @@ class EpollGroup final : public ReadinessDeferral {
     for (auto& [fd, ev] : ready) {
       Connection* c = fd_table().get(fd);
       if (!c) continue;
+      note_link(fd, c->pollable_link());
       if (c->deferrable()) add(fd, c, ev);
       else c->unref();
     }
@@ -651,6 +652,46 @@ class EpollGroup final : public ReadinessDeferral {
       for (auto& r : rings_) readyset::set_sleeping(r->page, true);
   }
 
+  // Verbs links of this set's connections (one connection's fd per link,
+  // a few links): a wait polls their receive queues itself before it
+  // sleeps (Connection::poll_link_once), and arms them when it does.
+  void note_link(int fd, const void* link) {
+    if (!link) return;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    for (auto& p : link_probes_)
+      if (p.first == fd || p.second == link) return;
+    if (link_probes_.size() >= kMaxLinkProbes) return;
+    link_probes_.emplace_back(fd, link);
+    has_link_probes_.store(true, std::memory_order_relaxed);
+  }
+  void forget_link(int fd) {
+    if (!has_link_probes_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::erase_if(link_probes_, [fd](const auto& p) { return p.first == fd; });
+    has_link_probes_.store(!link_probes_.empty(), std::memory_order_relaxed);
+  }
+  bool has_link_probes() const { return has_link_probes_.load(std::memory_order_relaxed); }
+  // True when a message was delivered (a readiness socket may have been rung).
+  bool poll_links(bool will_sleep) {
+    int fds[kMaxLinkProbes];
+    size_t n = 0;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (auto& p : link_probes_) fds[n++] = p.first;
+    }
+    bool hit = false;
+    for (size_t i = 0; i < n; ++i) {
+      Connection* c = fd_table().get(fds[i]);
+      if (!c) {
+        forget_link(fds[i]);  // closed: the next registration on that link probes it
+        continue;
+      }
+      hit = c->poll_link_once(will_sleep) || hit;
+      c->unref();
+    }
+    return hit;
+  }
+
   // Adaptive, as a blocking read's spin.
   SpinBackoff& spin() { return spin_; }
   // Whether a look at the kernel before a sleep (no spin) finds anything.
@@ -984,7 +1025,9 @@ class EpollGroup final : public ReadinessDeferral {
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
   std::unordered_map<int, uint64_t> smc_data_of_fd_;
   std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false}, has_ring_regs_{false}, has_rings_{false},
-      has_virtual_{false};
+      has_virtual_{false}, has_link_probes_{false};
+  static constexpr size_t kMaxLinkProbes = 4;
+  std::vector<std::pair<int, const void*>> link_probes_;  // note_link: (fd, its connection's link)
   int sleepers_ = 0;
   bool disabled_ = false;
   bool shared_with_parent_ = false;
@@ -1051,7 +1094,17 @@ int epoll_ctl_hook(EpollCtlFn real, int epfd, int op, int fd, struct epoll_event
     if (EpollGroup* inner = group_of(fd)) inner->disable();  // nested epoll set
   }
   if (fd_table().has_conn(fd) || fd_table().kind(fd) == kFdAccepting) {
-    if (EpollGroup* g = op == EPOLL_CTL_DEL ? group_of(epfd) : group_for_add(epfd)) g->note_smc(op, fd, ev);
+    if (EpollGroup* g = op == EPOLL_CTL_DEL ? group_of(epfd) : group_for_add(epfd)) {
+      g->note_smc(op, fd, ev);
+      if (op == EPOLL_CTL_DEL) {
+        g->forget_link(fd);
+      } else if (op == EPOLL_CTL_ADD && fd_table().has_conn(fd)) {
+        if (Connection* c = fd_table().get(fd)) {
+          g->note_link(fd, c->pollable_link());
+          c->unref();
+        }
+      }
+    }
   }
   if (!deferral_enabled()) {
     errno = saved;
@@ -1162,7 +1215,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
     budget = spin_budget_ns();
     if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
     // Watching pays only for connections whose data would not ring.
-    spin = budget > 0 && g->has_parked() && g->spin().worth_trying();
+    spin = budget > 0 && (g->has_parked() || g->has_link_probes()) && g->spin().worth_trying();
   }
   // The kernel's events every time something is returned: other fds are
   // never starved. Before a sleep the look at the kernel only spares the
@@ -1186,6 +1239,15 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
     int64_t deadline = start + budget;
     for (uint32_t i = 1;; ++i) {
       for (int p = 0; p < 8; ++p) cpu_relax();
+      // A verbs link's CDCs, taken here, ring their connections' sockets:
+      // the kernel's set has them at once.
+      if (g->has_link_probes() && g->poll_links(false)) {
+        int k = wait_kernel(events, maxevents, 0);
+        if (k != 0) {
+          if (k > 0) g->spin().hit();
+          return k;
+        }
+      }
       if (g->has_parked()) {
         n = g->collect(events, maxevents, call);
         if (n > 0) {
@@ -1205,6 +1267,9 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
     g->spin().missed();
   }
   for (;;) {
+    // Polled verbs links are armed before the sleep (what came meanwhile is
+    // delivered, and rings): the engine leaves them unarmed while we poll.
+    if (g->has_link_probes()) g->poll_links(true);
     bool nap = false;
     bool may_sleep = g->before_sleep(&nap);
     long long left = timeout_ns;

@@ -36,8 +36,11 @@ check "all $N connections SMC-R ($(stat_sum smc_active) active)" [ "$(stat_sum s
 check "the first 128 connections: 256 KiB each" [ "$(head -128 <<<"$SIZES" | sort -u)" = 262144 ]
 check "then smaller as they grow, never larger again: 128 KiB, then 64 KiB (32 MiB / connections)" \
   [ "$(uniq <<<"$SIZES" | tr '\n' ' ')" = "262144 131072 65536 " ]
+# About: handshakes that overlap see the count of established connections
+# a few late (under CPU load, a dozen or more: 141 x 256 KiB, then 116 x
+# 128 KiB, seen with the tree of issue 18's third increment too).
 check "... 128 KiB for about the second 128 ($(grep -c '^131072$' <<<"$SIZES"))" \
-  awk -v n="$(grep -c '^131072$' <<<"$SIZES")" 'BEGIN { exit !(n >= 120 && n <= 136) }' 
+  awk -v n="$(grep -c '^131072$' <<<"$SIZES")" 'BEGIN { exit !(n >= 100 && n <= 160) }' 
 
 sizes_run SMCR_RMB_SIZE=262144
 check "SMCR_RMB_SIZE: all $N connections SMC-R at 256 KiB" \
