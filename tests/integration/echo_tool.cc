@@ -204,6 +204,11 @@ int serve_echo(const Options& o) {
 int serve_source(const Options& o) {
   int lfd = make_listener(o);
   int served = 0;
+  // The process ends only once every writer has written all and closed: a
+  // process that exits while a thread is still writing ends the stream
+  // where the thread was, over TCP too (there its send buffer usually
+  // holds the rest by then; a 256 KiB RMB and a slow reader do not).
+  static std::atomic<int> finished{0};
   for (;;) {
     int c = accept(lfd, nullptr, nullptr);
     if (c < 0) {
@@ -221,8 +226,10 @@ int serve_source(const Options& o) {
         left -= k;
       }
       close(c);
+      finished.fetch_add(1);
     }).detach();
     if (++served == o.max_conns) {
+      for (int waited = 0; finished.load() < served && waited < 3000; ++waited) usleep(100000);
       sleep(1);
       return 0;
     }
