@@ -145,12 +145,13 @@ class Link {
   }
   // The thread stops polling. `will_sleep`: it waits next for a wake-up the
   // engine delivers, so the link's notifications are armed first (what came
-  // before the arming goes to `take` as above).
-  virtual void app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+  // before the arming goes to `take` as above; true when some did).
+  virtual bool app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
                             bool* engine_owed) {
     (void)will_sleep;
     (void)take;
     (void)engine_owed;
+    return false;
   }
   // The engine left notifications unarmed because an application thread
   // polls the link (core/fabric_verbs.h: deferred re-arm): the engine

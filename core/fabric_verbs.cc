@@ -738,14 +738,14 @@ bool VerbsLink::app_poll(const std::function<bool(std::span<const uint8_t>)>& ta
   return handed;
 }
 
-void VerbsLink::app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+bool VerbsLink::app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
                              bool* engine_owed) {
   if (!will_sleep) {
     // Polling goes on (the thread found something and comes back): the
     // engine keeps the CQ unarmed a while.
     app_polled_ns_.store(sys::now_ns(), std::memory_order_relaxed);
     app_pollers_.fetch_sub(1, std::memory_order_seq_cst);
-    return;
+    return false;
   }
   app_pollers_.fetch_sub(1, std::memory_order_seq_cst);
   // The engine never waits for an application thread while it holds this
@@ -753,19 +753,19 @@ void VerbsLink::app_poll_end(bool will_sleep, const std::function<bool(std::span
   MutexLock lock(drain_mu_);
   if (failed()) {
     *engine_owed = true;
-    return;
+    return false;
   }
   if (!armed_) {
     if (ibv_req_notify_cq(recv_cq_, 0) != 0) {
       fail("ibv_req_notify_cq failed");
       *engine_owed = true;
-      return;
+      return false;
     }
     armed_ = true;
     rearm_deferred_.store(false, std::memory_order_release);
   }
   // What completed before the arming raised no event.
-  app_take_locked(take, engine_owed);
+  return app_take_locked(take, engine_owed);
 }
 
 bool VerbsLink::wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) {

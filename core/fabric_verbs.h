@@ -242,7 +242,7 @@ class VerbsLink final : public Link {
   bool app_pollable() const override { return true; }
   void app_poll_begin() override { app_pollers_.fetch_add(1, std::memory_order_seq_cst); }
   bool app_poll(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed) override;
-  void app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
+  bool app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
                     bool* engine_owed) override;
   bool rearm_deferred() const override { return rearm_deferred_.load(std::memory_order_acquire); }
   bool app_polling() const override { return app_pollers_.load(std::memory_order_relaxed) > 0; }

@@ -648,22 +648,18 @@ bool LinkGroup::take_from_app(std::span<const uint8_t> msg) {
 bool LinkGroup::app_poll(int slot, Link* link) {
   bool engine_owed = false;
   bool handed = link->app_poll([this](std::span<const uint8_t> m) { return take_from_app(m); }, &engine_owed);
-  if (handed) links_[static_cast<size_t>(slot)].last_rx_ms.store(sys::now_ms(), std::memory_order_relaxed);
-  if (engine_owed) Engine::kick_links();
+  after_app_poll(slot, handed, engine_owed);
   return handed;
 }
 
 void LinkGroup::app_poll_end(int slot, Link* link, bool will_sleep) {
   bool engine_owed = false;
-  bool handed = false;
-  link->app_poll_end(
-      will_sleep,
-      [this, &handed](std::span<const uint8_t> m) {
-        bool taken = take_from_app(m);
-        handed = handed || taken;
-        return taken;
-      },
-      &engine_owed);
+  bool handed =
+      link->app_poll_end(will_sleep, [this](std::span<const uint8_t> m) { return take_from_app(m); }, &engine_owed);
+  after_app_poll(slot, handed, engine_owed);
+}
+
+void LinkGroup::after_app_poll(int slot, bool handed, bool engine_owed) {
   if (handed) links_[static_cast<size_t>(slot)].last_rx_ms.store(sys::now_ms(), std::memory_order_relaxed);
   if (engine_owed) Engine::kick_links();
 }

@@ -254,6 +254,9 @@ class LinkGroup {
   void deliver_cdc(const cdc::Message& m, std::span<const uint8_t> msg, int bell);
   // app_poll's filter: a CDC this thread may deliver; false leaves it to the engine.
   bool take_from_app(std::span<const uint8_t> msg);
+  // After an application thread's poll: the link heard from (keepalive),
+  // the engine woken for what was left to it.
+  void after_app_poll(int slot, bool handed, bool engine_owed);
   // Takes the link in `slot` down (engine thread). notify_peer: send DELETE
   // LINK for it on a survivor.
   void link_down(int slot, bool notify_peer, const char* why);
