@@ -51,8 +51,16 @@ constexpr uint64_t kUnsignaledWrId = 0;  // signaled WRs carry their sequence nu
 
 // ==================================================================== VerbsLink
 
+struct VerbsLink::SendChain {
+  static constexpr int kMax = 8;  // WRITEs held; one more flushes them alone
+  std::array<ibv_send_wr, kMax> wr{};
+  std::array<ibv_sge, kMax> sge{};
+  int len = 0;
+};
+
 VerbsLink::VerbsLink(const VerbsPort& port, uint32_t recv_slot_size)
-    : port_(port), tclass_(verbs_traffic_class()), recv_slot_size_(recv_slot_size) {}
+    : port_(port), tclass_(verbs_traffic_class()), recv_slot_size_(recv_slot_size),
+      chain_(std::make_unique<SendChain>()) {}
 
 std::unique_ptr<VerbsLink> VerbsLink::create(const VerbsPort& port, std::string* why, uint32_t recv_slot_size) {
   if (!port.context || port.port == 0 || port.gid_index < 0) {
@@ -388,9 +396,11 @@ void VerbsLink::release_remote_rmb(RemoteRmb* rmb) {
   }
   rmb->addr = nullptr;
   if (!s) return;
-  // A WRITE from this buffer may still be in the SQ (unsignaled): free it
-  // once a later signaled completion proves every WR up to now is done.
+  // A WRITE from this buffer may still be in the SQ (unsignaled), or held
+  // for the next SEND (posted now): free it once a later signaled
+  // completion proves every WR up to now is done.
   MutexLock lock(sq_mu_);
+  if (chain_->len > 0) post_send_locked(nullptr);
   retired_.emplace_back(send_seq_, std::move(s));
   bool progressed;
   reap_send_locked(&progressed);
@@ -434,11 +444,11 @@ bool VerbsLink::reap_send_locked(bool* progressed) {
   return !failed();
 }
 
-bool VerbsLink::wait_room_locked() {
+bool VerbsLink::wait_room_locked(uint64_t n) {
   if (failed()) return false;
   int64_t deadline = -1;
   int sleep_us = 20;
-  while (send_seq_ - completed_seq_ >= kSendDepth) {
+  while (send_seq_ - completed_seq_ + n > kSendDepth) {
     bool progressed = false;
     if (!reap_send_locked(&progressed)) return false;
     if (progressed) continue;
@@ -459,22 +469,36 @@ bool VerbsLink::wait_room_locked() {
 }
 
 bool VerbsLink::post_send_locked(void* wr_ptr) {
-  auto* wr = static_cast<ibv_send_wr*>(wr_ptr);
-  if (!wait_room_locked()) return false;
-  uint64_t seq = send_seq_ + 1;
-  uint64_t outstanding = seq - completed_seq_;
-  bool signal = seq - last_signaled_seq_ >= kSignalEvery || outstanding + kSignalEvery >= kSendDepth;
-  wr->wr_id = signal ? seq : kUnsignaledWrId;
-  if (signal) wr->send_flags |= IBV_SEND_SIGNALED;
-  wr->next = nullptr;
+  auto* last = static_cast<ibv_send_wr*>(wr_ptr);
+  SendChain& chain = *chain_;
+  const int held = chain.len;
+  const int n = held + (last ? 1 : 0);
+  if (n == 0) return true;
+  chain.len = 0;  // posted below, or dropped with the failed link
+  if (!wait_room_locked(static_cast<uint64_t>(n))) return false;
+  ibv_send_wr* first = held > 0 ? &chain.wr[0] : last;
+  uint64_t signaled = last_signaled_seq_;
+  for (int i = 0; i < n; ++i) {
+    ibv_send_wr* wr = i < held ? &chain.wr[static_cast<size_t>(i)] : last;
+    uint64_t seq = send_seq_ + 1 + static_cast<uint64_t>(i);
+    uint64_t outstanding = seq - completed_seq_;
+    bool signal = seq - signaled >= kSignalEvery || outstanding + kSignalEvery >= kSendDepth;
+    wr->wr_id = signal ? seq : kUnsignaledWrId;
+    if (signal) {
+      wr->send_flags |= IBV_SEND_SIGNALED;
+      signaled = seq;
+    }
+    wr->next = i + 1 < n ? (i + 1 < held ? &chain.wr[static_cast<size_t>(i) + 1] : last) : nullptr;
+  }
   ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(qp_, wr, &bad);
+  int rc = ibv_post_send(qp_, first, &bad);
   if (rc != 0) {
     fail("ibv_post_send: " + errstr(rc));
     return false;
   }
-  send_seq_ = seq;
-  if (signal) last_signaled_seq_ = seq;
+  send_seq_ += static_cast<uint64_t>(n);
+  last_signaled_seq_ = signaled;
+  c_posts_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -482,30 +506,33 @@ bool VerbsLink::write_remote(const RemoteRmb& rmb, uint32_t offset, const void* 
   if (offset > rmb.size || len > rmb.size - offset) return false;
   if (len == 0) return true;
   if (failed()) return false;
-  ibv_sge sge{};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = rmb.vaddr + offset;
-  wr.wr.rdma.rkey = rmb.rkey;
-  sge.length = static_cast<uint32_t>(len);
   // The staging buffer always gets the bytes, inline writes included: it is
-  // the mirror a connection moving to another link writes again (RFC 4.6).
+  // the mirror a connection moving to another link writes again (RFC 4.6),
+  // and what a held WRITE reads when it is posted.
   Staging* s = staging_for(rmb);
   if (!s) return false;
   if (src != s->addr + offset) std::memcpy(s->addr + offset, src, len);
   bool inl = len <= max_inline_;
-  sge.addr = reinterpret_cast<uint64_t>(s->addr + offset);
-  if (inl) {
-    // Copied into the WQE at post time.
-    wr.send_flags = IBV_SEND_INLINE;
-  } else {
-    sge.lkey = s->mr->lkey;
-  }
   {
     MutexLock lock(sq_mu_);
-    if (!post_send_locked(&wr)) return false;
+    SendChain& chain = *chain_;
+    if (chain.len == SendChain::kMax && !post_send_locked(nullptr)) return false;
+    auto i = static_cast<size_t>(chain.len);
+    ibv_sge& sge = chain.sge[i];
+    ibv_send_wr& wr = chain.wr[i];
+    sge = ibv_sge{};
+    wr = ibv_send_wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = rmb.vaddr + offset;
+    wr.wr.rdma.rkey = rmb.rkey;
+    sge.length = static_cast<uint32_t>(len);
+    sge.addr = reinterpret_cast<uint64_t>(s->addr + offset);
+    // Inline: copied into the WQE at post time, from the staging buffer.
+    if (inl) wr.send_flags = IBV_SEND_INLINE;
+    else sge.lkey = s->mr->lkey;
+    ++chain.len;
   }
   c_bytes_written_.fetch_add(len, std::memory_order_relaxed);
   c_writes_.fetch_add(1, std::memory_order_relaxed);
@@ -529,10 +556,12 @@ bool VerbsLink::post_message_tracked(std::span<const uint8_t, kLinkMessageLen> m
     sge.addr = reinterpret_cast<uint64_t>(msg.data());
     wr.send_flags = IBV_SEND_INLINE;
   } else {
-    // The slot of the WR about to be posted was last used kSendDepth WRs
-    // ago; once there is SQ room, that WR is complete and the slot free.
-    if (!wait_room_locked()) return false;
-    uint8_t* slot = ring_ + static_cast<size_t>(kRecvDepth) * recv_slot_size_ + ((send_seq_ + 1) % kSendDepth) * kSlotSize;
+    // The slot of the WR about to be posted (after the held WRITEs) was last
+    // used kSendDepth WRs ago; once there is SQ room, that WR is complete and
+    // the slot free.
+    const auto ahead = static_cast<uint64_t>(chain_->len) + 1;
+    if (!wait_room_locked(ahead)) return false;
+    uint8_t* slot = ring_ + static_cast<size_t>(kRecvDepth) * recv_slot_size_ + ((send_seq_ + ahead) % kSendDepth) * kSlotSize;
     std::memcpy(slot, msg.data(), msg.size());
     sge.addr = reinterpret_cast<uint64_t>(slot);
     sge.lkey = ring_mr_->lkey;
@@ -581,13 +610,14 @@ std::string VerbsLink::describe() const {
   snprintf(ece_text, sizeof ece_text, "agreed:0x%06x/0x%08x", ece_.vendor_id, ece_.options);
   snprintf(buf, sizeof buf,
            "fabric=verbs device=%s port=%u netdev=%s gid_index=%d qpn=%u dest_qpn=%u qp_state=%s path_mtu_code=%u "
-           "tclass=%u retry_cnt=%u ece=%s state=%s bytes_written=%llu writes=%llu messages_sent=%llu "
+           "tclass=%u retry_cnt=%u ece=%s state=%s bytes_written=%llu writes=%llu messages_sent=%llu posts=%llu "
            "messages_received=%llu sq_full_waits=%llu",
            port_.device.c_str(), port_.port, port_.netdev.empty() ? "?" : port_.netdev.c_str(), port_.gid_index, qpn(),
            q ? q->dest_qpn : 0, q ? q->state : "?", q ? q->path_mtu_code : 0, q ? q->traffic_class : 0,
            q ? q->retry_cnt : 0, ece_applied_ ? ece_text : ece_supported_ ? "supported" : "not-supported", failed() ? "failed" : "up",
            static_cast<unsigned long long>(c.bytes_written), static_cast<unsigned long long>(c.writes_posted),
-           static_cast<unsigned long long>(c.messages_sent), static_cast<unsigned long long>(c.messages_received),
+           static_cast<unsigned long long>(c.messages_sent), static_cast<unsigned long long>(c.posts),
+           static_cast<unsigned long long>(c.messages_received),
            static_cast<unsigned long long>(c.sq_full_waits));
   out = buf;
   // The device's own counters (retries, congestion: CNPs, ECN) where it has them.
@@ -800,6 +830,7 @@ VerbsLinkCounters VerbsLink::counters() const {
   c.bytes_written = c_bytes_written_.load(std::memory_order_relaxed);
   c.writes_posted = c_writes_.load(std::memory_order_relaxed);
   c.writes_inline = c_writes_inline_.load(std::memory_order_relaxed);
+  c.posts = c_posts_.load(std::memory_order_relaxed);
   c.messages_sent = c_msgs_sent_.load(std::memory_order_relaxed);
   c.messages_received = c_msgs_recv_.load(std::memory_order_relaxed);
   c.send_completions = c_send_comps_.load(std::memory_order_relaxed);

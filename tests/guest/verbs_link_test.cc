@@ -307,11 +307,14 @@ int main(int argc, char** argv) {
               bulk_ms > 0 ? verified.load() / bulk_ms / 1000.0 : 0.0, a->failed() ? a->failure_reason().c_str() : "ok");
   auto ac = a->counters();
   std::printf("  A counters: bytes_written %" PRIu64 " writes %" PRIu64 " (inline %" PRIu64 ") msgs_sent %" PRIu64
-              " msgs_recv %" PRIu64 " send_completions %" PRIu64 " sq_full_waits %" PRIu64 " cq_events %" PRIu64 "\n",
-              ac.bytes_written, ac.writes_posted, ac.writes_inline, ac.messages_sent, ac.messages_received,
+              " posts %" PRIu64 " msgs_recv %" PRIu64 " send_completions %" PRIu64 " sq_full_waits %" PRIu64
+              " cq_events %" PRIu64 "\n",
+              ac.bytes_written, ac.writes_posted, ac.writes_inline, ac.messages_sent, ac.posts, ac.messages_received,
               ac.send_completions, ac.sq_full_waits, ac.cq_events);
   check(ac.bytes_written == kTotal && ac.writes_inline > 0 && ac.writes_inline < ac.writes_posted,
         "both inline and staged writes were used");
+  // Each WRITE was followed by its CDC: they went as one chain, one post.
+  check(ac.writes_posted > 0 && ac.posts == ac.messages_sent, "each WRITE posted in one chain with the SEND after it");
 
   // Port counters: payload only grows them, so a delta >= payload is the check.
   std::printf("counters after bulk:\n%s", smcr::verbs_port_counters(*port).c_str());
