@@ -1447,14 +1447,59 @@ void poll_add_errors(struct pollfd* fds, nfds_t n) {
   }
 }
 
-void epoll_fd_polled(int fd) {
+void epoll_fd_polled(int fd, LinkProbes* probes) {
   if (tracked(fd))
     if (EpollGroup* g = group_of(fd)) g->disable();
   if (!fd_table().has_conn(fd)) return;
   if (Connection* c = fd_table().get(fd)) {
     c->forbid_deferral();
+    if (probes && probes->n < LinkProbes::kMax) probes->note(fd, c->pollable_link());
     c->unref();
   }
+}
+
+namespace {
+// True when a message was delivered (a readiness socket may have been rung).
+bool poll_probes_once(const LinkProbes& probes, bool will_sleep) {
+  bool hit = false;
+  for (size_t i = 0; i < probes.n; ++i) {
+    Connection* c = fd_table().get(probes.fds[i]);
+    if (!c) continue;  // closed meanwhile by another thread
+    hit = c->poll_link_once(will_sleep) || hit;
+    c->unref();
+  }
+  return hit;
+}
+SpinBackoff& poll_spin() {
+  static SpinBackoff b;
+  return b;
+}
+}  // namespace
+
+int poll_probed_links(const LinkProbes& probes, long long timeout_ns, int (*look)(void*), void* arg) {
+  if (probes.n == 0 || timeout_ns == 0) return 0;
+  if (int k = look(arg); k != 0) return k;
+  int64_t budget = spin_budget_ns();
+  if (timeout_ns > 0) budget = std::min<int64_t>(budget, timeout_ns);
+  if (budget > 0 && poll_spin().worth_trying()) {
+    int64_t deadline = sys::now_ns() + budget;
+    for (uint32_t i = 1;; ++i) {
+      for (int p = 0; p < 8; ++p) cpu_relax();
+      bool delivered = poll_probes_once(probes, false);
+      if (delivered || (i & 15) == 0) {
+        if (int k = look(arg); k != 0) {
+          if (k > 0) poll_spin().hit();
+          return k;
+        }
+        if ((i & 15) == 0 && sys::now_ns() > deadline) break;
+      }
+    }
+    poll_spin().missed();
+  }
+  // The engine leaves a polled link unarmed: arm it before the sleep (what
+  // came meanwhile is delivered, and rings).
+  poll_probes_once(probes, true);
+  return 0;
 }
 
 }  // namespace smcr::preload

@@ -48,8 +48,34 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
 // close(fd), before the fd number is reused: an epoll set's, or an SMC-R fd
 // registered in one.
 void epoll_forget_fd(int fd);
+// The verbs links a poll or select waits on (one SMC-R fd per link, a
+// few): the waiting thread polls their receive queues before it sleeps, as
+// epoll_wait does (poll_probed_links).
+struct LinkProbes {
+  static constexpr size_t kMax = 4;
+  int fds[kMax];
+  const void* links[kMax];
+  size_t n = 0;
+  void note(int fd, const void* link) {
+    if (!link || n == kMax) return;
+    for (size_t i = 0; i < n; ++i)
+      if (links[i] == link) return;
+    fds[n] = fd;
+    links[n++] = link;
+  }
+};
 // poll/select (and friends) are about to wait for `fd` to become readable.
-void epoll_fd_polled(int fd);
+// With `probes`, an SMC-R fd on a verbs link is noted there.
+void epoll_fd_polled(int fd, LinkProbes* probes = nullptr);
+// A poll or select with verbs links among its fds, before it sleeps:
+// `look()` (the same call with a zero timeout) first; then, adaptive and
+// bounded by SMCR_EPOLL_SPIN_US and `timeout_ns` (-1: none), the links'
+// receive queues polled on this thread, `look()` again whenever a message
+// was delivered (it rang its connection's readiness socket) and every 16
+// turns; then the links armed. Returns look()'s first non-zero answer, or
+// 0: the caller sleeps in the kernel, where anything delivered while
+// arming is seen at once.
+int poll_probed_links(const LinkProbes& probes, long long timeout_ns, int (*look)(void*), void* arg);
 // `fd` was duplicated (dup, dup2, dup3, F_DUPFD): if it is an epoll set, a
 // wait on the other number would not ask us, so the set stops parking and
 // its registrations go back to the kernel as the application made them.

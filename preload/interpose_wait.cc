@@ -31,23 +31,73 @@ void await_inline_clc_before_wait(int fd) {
   if (fd_table().flags(fd) & smcr::preload::kFdClcInline) await_inline_clc(fd);
 }
 
-// poll() and select() wait for readability without asking epoll.
-void before_poll(const struct pollfd* fds, nfds_t n) {
+// poll() and select() wait for readability without asking epoll. The
+// verbs links among their fds are noted in `probes`.
+void before_poll(const struct pollfd* fds, nfds_t n, smcr::preload::LinkProbes* probes) {
   for (nfds_t i = 0; i < n; ++i) {
     if (fds[i].fd < 0) continue;
     await_inline_clc_before_wait(fds[i].fd);
-    if (fds[i].events & (POLLIN | POLLRDNORM)) smcr::preload::epoll_fd_polled(fds[i].fd);
+    if (fds[i].events & (POLLIN | POLLRDNORM)) smcr::preload::epoll_fd_polled(fds[i].fd, probes);
   }
 }
 
-void before_select(int nfds, const fd_set* readfds, const fd_set* writefds) {
+void before_select(int nfds, const fd_set* readfds, const fd_set* writefds, smcr::preload::LinkProbes* probes) {
   if (!readfds && !writefds) return;
   for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
     bool read = readfds && FD_ISSET(fd, readfds);
     if (read || (writefds && FD_ISSET(fd, writefds))) await_inline_clc_before_wait(fd);
-    if (read) smcr::preload::epoll_fd_polled(fd);
+    if (read) smcr::preload::epoll_fd_polled(fd, probes);
   }
 }
+
+long long timespec_ns(const struct timespec* ts) {
+  if (!ts) return -1;
+  if (ts->tv_sec < 0 || ts->tv_nsec < 0) return 0;  // the real call reports EINVAL
+  return ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+// A zero-timeout look with the arguments of a poll/ppoll, for
+// poll_probed_links.
+struct PollLook {
+  int (*real_ppoll)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*);
+  struct pollfd* fds;
+  nfds_t n;
+  const sigset_t* mask;
+  static int run(void* self) {
+    auto* l = static_cast<PollLook*>(self);
+    struct timespec zero {0, 0};
+    return l->real_ppoll(l->fds, l->n, &zero, l->mask);
+  }
+};
+
+// The same for select/pselect: the sets are the caller's until a look
+// finds something (then they hold its answer, as the real call's would).
+struct SelectLook {
+  int (*real_pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
+  int nfds;
+  fd_set *readfds, *writefds, *exceptfds;
+  fd_set r, w, e;
+  const sigset_t* mask;
+  SelectLook(int n, fd_set* rd, fd_set* wr, fd_set* ex, const sigset_t* m, decltype(real_pselect) fn)
+      : real_pselect(fn), nfds(n), readfds(rd), writefds(wr), exceptfds(ex), mask(m) {
+    if (rd) r = *rd;
+    if (wr) w = *wr;
+    if (ex) e = *ex;
+  }
+  static int run(void* self) {
+    auto* l = static_cast<SelectLook*>(self);
+    fd_set r = l->r, w = l->w, e = l->e;
+    struct timespec zero {0, 0};
+    int k = l->real_pselect(l->nfds, l->readfds ? &r : nullptr, l->writefds ? &w : nullptr,
+                            l->exceptfds ? &e : nullptr, &zero, l->mask);
+    if (k != 0) {
+      if (l->readfds) *l->readfds = r;
+      if (l->writefds) *l->writefds = w;
+      if (l->exceptfds) *l->exceptfds = e;
+    }
+    return k;
+  }
+};
 
 }  // namespace
 
@@ -109,20 +159,33 @@ int epoll_pwait2(int epfd, struct epoll_event* ev, int max, const struct timespe
 
 int poll(struct pollfd* fds, nfds_t n, int timeout) {
   REAL(poll);
-  before_poll(fds, n);
+  smcr::preload::LinkProbes probes;
+  before_poll(fds, n, &probes);
   smcr::preload::own::Serving serving;
   serving.poll_set(fds, n);
-  int rc = real_poll(fds, n, timeout);
+  int rc = 0;
+  if (probes.n > 0) {
+    REAL(ppoll);
+    PollLook look{real_ppoll, fds, n, nullptr};
+    rc = smcr::preload::poll_probed_links(probes, timeout < 0 ? -1 : timeout * 1000000LL, PollLook::run, &look);
+  }
+  if (rc == 0) rc = real_poll(fds, n, timeout);
   if (rc > 0) smcr::preload::poll_add_errors(fds, n);
   return rc;
 }
 
 int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* ts, const sigset_t* mask) {
   REAL(ppoll);
-  before_poll(fds, n);
+  smcr::preload::LinkProbes probes;
+  before_poll(fds, n, &probes);
   smcr::preload::own::Serving serving;
   serving.poll_set(fds, n);
-  int rc = real_ppoll(fds, n, ts, mask);
+  int rc = 0;
+  if (probes.n > 0) {
+    PollLook look{real_ppoll, fds, n, mask};
+    rc = smcr::preload::poll_probed_links(probes, timespec_ns(ts), PollLook::run, &look);
+  }
+  if (rc == 0) rc = real_ppoll(fds, n, ts, mask);
   if (rc > 0) smcr::preload::poll_add_errors(fds, n);
   return rc;
 }
@@ -139,18 +202,31 @@ int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* ts, const s
 
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, struct timeval* tv) {
   REAL(select);
-  before_select(nfds, readfds, writefds);
+  smcr::preload::LinkProbes probes;
+  before_select(nfds, readfds, writefds, &probes);
   smcr::preload::own::Serving serving;
   serving.select_set(nfds, readfds);
+  if (probes.n > 0 && nfds >= 0 && nfds <= FD_SETSIZE) {
+    REAL(pselect);
+    SelectLook look(nfds, readfds, writefds, exceptfds, nullptr, real_pselect);
+    long long ns = -1;
+    if (tv) ns = tv->tv_sec < 0 || tv->tv_usec < 0 ? 0 : tv->tv_sec * 1000000000LL + tv->tv_usec * 1000LL;
+    if (int rc = smcr::preload::poll_probed_links(probes, ns, SelectLook::run, &look); rc != 0) return rc;
+  }
   return real_select(nfds, readfds, writefds, exceptfds, tv);
 }
 
 int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const struct timespec* ts,
             const sigset_t* mask) {
   REAL(pselect);
-  before_select(nfds, readfds, writefds);
+  smcr::preload::LinkProbes probes;
+  before_select(nfds, readfds, writefds, &probes);
   smcr::preload::own::Serving serving;
   serving.select_set(nfds, readfds);
+  if (probes.n > 0 && nfds >= 0 && nfds <= FD_SETSIZE) {
+    SelectLook look(nfds, readfds, writefds, exceptfds, mask, real_pselect);
+    if (int rc = smcr::preload::poll_probed_links(probes, timespec_ns(ts), SelectLook::run, &look); rc != 0) return rc;
+  }
   return real_pselect(nfds, readfds, writefds, exceptfds, ts, mask);
 }
 

@@ -170,7 +170,8 @@ import selectors, socket, sys
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(1)
 c, _ = l.accept(); c.setblocking(False)
-sel = selectors.EpollSelector(); sel.register(c, selectors.EVENT_READ)
+sel = getattr(selectors, sys.argv[3] if len(sys.argv) > 3 else 'EpollSelector')()
+sel.register(c, selectors.EVENT_READ)
 while True:
     sel.select()
     try:
@@ -193,19 +194,19 @@ for i in range(int(sys.argv[3])):
     ok += r == m
 s.close(); print('ok=%d' % ok)
 PY
-pingpong() {  # pingpong SPIN_US [SERVER_SCRIPT] -> OUT; CLI_STATS, SRV_STATS: each side's counters
-  local port server=${2:-pp_server}; port=$(free_port)
-  SRV_STATS=$TEST_TMP/pp-srv-$1-$server CLI_STATS=$TEST_TMP/pp-cli-$1-$server
+pingpong() {  # pingpong SPIN_US [SERVER_SCRIPT [ITS_ARG]] -> OUT; CLI_STATS, SRV_STATS: each side's counters
+  local port server=${2:-pp_server} arg=${3:-}; port=$(free_port)
+  SRV_STATS=$TEST_TMP/pp-srv-$1-$server$arg CLI_STATS=$TEST_TMP/pp-cli-$1-$server$arg
   mkdir -p "$SRV_STATS" "$CLI_STATS"
   local epoll_spin=$(( $1 < 10000 ? $1 : 10000 ))  # SMCR_EPOLL_SPIN_US's bound
   export SMCR_REARM_DEFER_US=100000
-  SMCR_SPIN_US=$1 SMCR_EPOLL_SPIN_US=$epoll_spin STATS_DIR=$SRV_STATS bg under_smc python3 "$TEST_TMP/$server.py" "$HOST" "$port"
+  SMCR_SPIN_US=$1 SMCR_EPOLL_SPIN_US=$epoll_spin STATS_DIR=$SRV_STATS bg under_smc python3 "$TEST_TMP/$server.py" "$HOST" "$port" $arg
   local spid=$BG_PID
   wait_port "$port" || { log "ping-pong server did not start"; return 1; }
   OUT=$(SMCR_SPIN_US=$1 STATS_DIR=$CLI_STATS under_smc timeout 120 python3 "$TEST_TMP/pp_client.py" "$HOST" "$port" $PP_ROUNDS)
   timeout 30 tail --pid="$spid" -f /dev/null
   unset SMCR_REARM_DEFER_US
-  log "ping-pong ($server), SMCR_SPIN_US=$1: $OUT; client: link_wakeups=$(STATS_DIR=$CLI_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$CLI_STATS stat_sum link_app_polled); server: link_wakeups=$(STATS_DIR=$SRV_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$SRV_STATS stat_sum link_app_polled)"
+  log "ping-pong ($server $arg), SMCR_SPIN_US=$1: $OUT; client: link_wakeups=$(STATS_DIR=$CLI_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$CLI_STATS stat_sum link_app_polled); server: link_wakeups=$(STATS_DIR=$SRV_STATS stat_sum link_wakeups) link_app_polled=$(STATS_DIR=$SRV_STATS stat_sum link_app_polled)"
 }
 pingpong 0
 check "ping-pong without a spin: every reply intact" [ "$OUT" = "ok=$PP_ROUNDS" ]
@@ -229,6 +230,15 @@ check "epoll server: its wait took most messages from the CQ (link_app_polled >=
   [ "$(STATS_DIR=$SRV_STATS stat_sum link_app_polled)" -ge $((PP_ROUNDS * 8 / 10)) ]
 check "epoll server: the engine woke for at most a tenth of the messages (link_wakeups <= $((PP_ROUNDS / 10)))" \
   [ "$(STATS_DIR=$SRV_STATS stat_sum link_wakeups)" -le $((PP_ROUNDS / 10)) ]
+# And in poll() and select() (the same spin: SMCR_EPOLL_SPIN_US).
+for selector in PollSelector SelectSelector; do
+  pingpong 20000 pp_server_epoll $selector
+  check "ping-pong against a $selector server: every reply intact" [ "$OUT" = "ok=$PP_ROUNDS" ]
+  check "$selector server: its wait took most messages from the CQ (link_app_polled >= $((PP_ROUNDS * 8 / 10)))" \
+    [ "$(STATS_DIR=$SRV_STATS stat_sum link_app_polled)" -ge $((PP_ROUNDS * 8 / 10)) ]
+  check "$selector server: the engine woke for at most a tenth of the messages (link_wakeups <= $((PP_ROUNDS / 10)))" \
+    [ "$(STATS_DIR=$SRV_STATS stat_sum link_wakeups)" -le $((PP_ROUNDS / 10)) ]
+done
 
 # redis over rxe.
 if [ "${SMCR_SANITIZE:-OFF}" = "ON" ]; then
