@@ -56,6 +56,7 @@ struct VerbsLink::SendChain {
   std::array<ibv_send_wr, kMax> wr{};
   std::array<ibv_sge, kMax> sge{};
   int len = 0;
+  static_assert(kMax + 1 <= kSendDepth, "a chain and its SEND must fit the send queue");
 };
 
 VerbsLink::VerbsLink(const VerbsPort& port, uint32_t recv_slot_size)

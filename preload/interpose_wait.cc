@@ -76,7 +76,7 @@ struct SelectLook {
   int (*real_pselect)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
   int nfds;
   fd_set *readfds, *writefds, *exceptfds;
-  fd_set r, w, e;
+  fd_set r{}, w{}, e{};
   const sigset_t* mask;
   SelectLook(int n, fd_set* rd, fd_set* wr, fd_set* ex, const sigset_t* m, decltype(real_pselect) fn)
       : real_pselect(fn), nfds(n), readfds(rd), writefds(wr), exceptfds(ex), mask(m) {
