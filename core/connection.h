@@ -490,6 +490,16 @@ class Connection {
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked() SMCR_REQUIRES(mu_);
+  // A blocking read that has `done` of the `want` bytes asked and found no
+  // more: whether it waits for more (and until when: `until`, set on the
+  // first call), because the writer reports it holds more than our RMB
+  // could take (the B flag of its last CDC). The read then returns what
+  // TCP's larger buffer would have held, not an RMB at a time (a program
+  // that reads into a buffer of the size it asked for, as Python's recv
+  // does, otherwise allocates and faults a fresh buffer per RMB). A writer
+  // that stops, closes or has no more than fits ends it at once; at most
+  // kFillWaitMs.
+  bool fill_more_locked(size_t done, size_t want, bool no_wait, int64_t& until) SMCR_REQUIRES(mu_);
   // Without a control page (verbs): the bounded spin polls the link's
   // receive queue on this thread (LinkGroup::app_poll); true when something
   // for this connection came (processed).
@@ -680,6 +690,10 @@ class Connection {
     size_t unacked_head = 0, unacked_count = 0;
     uint32_t send_limit = 0;       // SO_SNDBUF; 0: the peer's whole RMBE
     bool window_full = false;
+    // The write whose CDC this is holds more than the window left after it:
+    // sent as B too (RFC 7609's writer-blocked: the writer has data the RMB
+    // cannot take), so that a reader asking for more waits for the refill.
+    bool more_than_window = false;
     uint64_t bytes = 0;
     uint64_t writes = 0;           // data-moving writes (short_flows.h)
     uint32_t short_flow_key = 0;   // destination of an active connection, or 0

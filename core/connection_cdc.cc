@@ -150,7 +150,7 @@ cdc::Message Connection::next_cdc_locked(bool done, bool close, bool abort) {
   m.alert_token = fabric_.peer_token;
   m.producer = tx_.prod;
   m.consumer = rx_.cons;
-  m.flags.writer_blocked = tx_.window_full;
+  m.flags.writer_blocked = tx_.window_full || tx_.more_than_window;
   m.flags.urgent_pending = m.flags.urgent_present = tx_.urgent;
   m.flags.peer_done_writing = done || close_.sent_done;
   m.flags.peer_conn_closed = close;

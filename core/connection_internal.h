@@ -25,6 +25,9 @@ inline constexpr uint8_t kRmbeEyecatcher[4] = {0xE2, 0xD4, 0xC3, 0xD9};
 // TCP's sender and receiver overlap on loopback, instead of each side
 // waiting for the other's whole window-sized copy.
 inline constexpr uint32_t kStreamChunk = 64 * 1024;
+// How long a blocking read may wait for a blocked writer's refill once it
+// has bytes (Connection::fill_more_locked).
+inline constexpr int kFillWaitMs = 2;
 
 inline size_t iov_total(const iovec* iov, int n) {
   size_t t = 0;

@@ -170,6 +170,15 @@ void Connection::maybe_send_consumer_update_locked() {
   if (rx_.peer_writer_blocked || rx_.peer_requested_update || rule_a) send_cdc_locked(false, false, false);
 }
 
+bool Connection::fill_more_locked(size_t done, size_t want, bool no_wait, int64_t& until) {
+  if (no_wait || done == 0 || done >= want || !rx_.peer_writer_blocked || close_.peer_done || close_.peer_closed ||
+      close_.peer_lost || close_.aborted || close_.shut_rd)
+    return false;
+  int64_t now = sys::now_ns();
+  if (until == 0) until = now + int64_t{kFillWaitMs} * 1000000;
+  return now < until;
+}
+
 ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   if (foreign()) return refuse_foreign(local_token_);
   size_t want = iov_total(iov, iovcnt);
@@ -194,6 +203,8 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   IovCursor out(iov, iovcnt);
   size_t done = 0;
   CallTimeout limit(app_.rcvtimeo_ms);
+  // Filling (fill_more_locked): the bound of its wait.
+  int64_t fill_until = 0;
   for (;;) {
     if (close_.released) {
       errno = EBADF;
@@ -248,6 +259,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       if (avail == n) pull_cdc_locked();
       bool left = rx_.space.used(rx_.prod, rx_.cons).value_or(0) > 0;
       if (left && !passes_urgent) continue;
+      if (!passes_urgent && fill_more_locked(done, want, dontwait || waitall, fill_until)) continue;  // waits below
       if (!left && !peer_write_closed(close_.state)) clear_readable_locked();
       return static_cast<ssize_t>(done);
     }
@@ -263,7 +275,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       return 0;
     }
     if (!more_coming && avail == 0) return static_cast<ssize_t>(done);  // EOF
-    if (done > 0 && !waitall) return static_cast<ssize_t>(done);
+    if (done > 0 && !waitall && !fill_more_locked(done, want, dontwait, fill_until)) return static_cast<ssize_t>(done);
     if (!dontwait && spin_for_data_locked()) continue;
     uint32_t seen = mem_.control_seen;
     clear_readable_locked(!dontwait);
@@ -273,6 +285,12 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     }
     int fd = app_.fd;
     int timeout = limit.next_wait_ms();
+    if (done > 0 && !waitall && fill_until != 0) {
+      // Filling: no longer than the fill's bound.
+      int64_t left_ns = fill_until - sys::now_ns();
+      int fill_ms = left_ns <= 0 ? 0 : static_cast<int>((left_ns + 999999) / 1000000);
+      timeout = timeout < 0 ? fill_ms : std::min(timeout, fill_ms);
+    }
     if (timeout == 0) {
       return done_or_eagain(done);
     }

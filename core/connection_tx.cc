@@ -174,8 +174,10 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
       // MSG_OOB: the last byte of the send is urgent (TCP's rule); the CDC
       // that completes it carries P and U (RFC 7609 4.7.5, scenario 5).
       tx_.urgent = (flags & MSG_OOB) && done == want;
+      tx_.more_than_window = want - done > space - n;
       bool posted = send_cdc_locked(false, false, false);
       tx_.urgent = false;
+      tx_.more_than_window = false;
       prefetch_next_write_locked(n);
       if (!posted) {
         close_.aborted = true;
