@@ -505,6 +505,9 @@ class Connection {
   // for this connection came (processed).
   bool poll_link_locked(SpinBackoff& backoff) SMCR_REQUIRES(mu_);
   bool poll_link_once_locked(bool will_sleep) SMCR_REQUIRES(mu_);
+  // Our link when an application thread may poll it (verbs, alive, the
+  // connection not released), else null.
+  Link* app_pollable_link_locked() SMCR_REQUIRES(mu_);
   // Blocking write with a full window: the same watch, for the CDC that
   // reports consumption. True if the peer published.
   bool spin_for_window_locked() SMCR_REQUIRES(mu_);

@@ -411,8 +411,8 @@ bool Connection::poll_link_locked(SpinBackoff& backoff) {
   // Held: the group cannot retire and the link stays (a failover's move
   // reaches us through the inbox, processed below).
   LinkGroup* group = fabric_.group;
-  Link* link = fabric_.link;
-  if (!group || !link || fabric_.link_dead || close_.released || foreign() || !link->app_pollable()) return false;
+  Link* link = app_pollable_link_locked();
+  if (!link || foreign()) return false;
   int slot = fabric_.slot;
   // Without a spin (none configured, or the last ones found nothing) this
   // is only the look before the sleep: the link is armed, since the engine
@@ -447,13 +447,17 @@ bool Connection::poll_link_locked(SpinBackoff& backoff) {
   return true;
 }
 
-const void* Connection::pollable_link() {
-  if (foreign()) return nullptr;
-  Hold lock(*this);
+Link* Connection::app_pollable_link_locked() {
   Link* link = fabric_.link;
   if (!fabric_.group || !link || fabric_.link_dead || close_.released || mem_.control || !link->app_pollable())
     return nullptr;
   return link;
+}
+
+const void* Connection::pollable_link() {
+  if (foreign()) return nullptr;
+  Hold lock(*this);
+  return app_pollable_link_locked();
 }
 
 bool Connection::poll_link_once(bool will_sleep) {
@@ -472,8 +476,8 @@ bool Connection::poll_link_once(bool will_sleep) {
 
 bool Connection::poll_link_once_locked(bool will_sleep) {
   LinkGroup* group = fabric_.group;
-  Link* link = fabric_.link;
-  if (!group || !link || fabric_.link_dead || close_.released || mem_.control || !link->app_pollable()) return false;
+  Link* link = app_pollable_link_locked();
+  if (!link) return false;
   int slot = fabric_.slot;
   link->app_poll_begin();
   bool hit = group->app_poll(slot, link);
