@@ -204,6 +204,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("confirm_waits", c.confirm_waits);
   f("clc_threaded", c.clc_threaded);
   f("clc_connect_async", c.clc_connect_async);
+  f("clc_early_bytes", c.clc_early_bytes);
   f("clc_abandoned", c.clc_abandoned);
   f("aborts", c.aborts);
   f("peer_vanished", c.peer_vanished);

@@ -71,6 +71,7 @@ struct Counters {
   std::atomic<uint64_t> confirm_waits{0};     // application calls that waited for such a Confirm
   std::atomic<uint64_t> clc_threaded{0};      // accept()s whose client was silent: its CLC ran on a thread
   std::atomic<uint64_t> clc_connect_async{0};  // connect()s whose server had not accepted yet: the CLC finished on a thread
+  std::atomic<uint64_t> clc_early_bytes{0};    // bytes such a connect()'s application wrote before the handshake ended (kept, then sent)
   std::atomic<uint64_t> clc_abandoned{0};  // handshakes on a thread whose application closed the fd first (not a fallback)
   std::atomic<uint64_t> aborts{0};
   std::atomic<uint64_t> peer_vanished{0};  // peers whose process ended unclosed, having read everything (a FIN, not a reset)

@@ -97,6 +97,8 @@ ssize_t read(int fd, void* buf, size_t n) {
 
 ssize_t write(int fd, const void* buf, size_t n) {
   REAL(write);
+  iovec v{const_cast<void*>(buf), n};
+  if (ssize_t r; early_write(fd, &v, 1, 0, &r)) return r;
   ConnRef c(fd, 0, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_write(fd, buf, n);
@@ -117,6 +119,7 @@ ssize_t readv(int fd, const struct iovec* iov, int cnt) {
 
 ssize_t writev(int fd, const struct iovec* iov, int cnt) {
   REAL(writev);
+  if (ssize_t r; early_write(fd, iov, cnt, 0, &r)) return r;
   ConnRef c(fd, 0, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_writev(fd, iov, cnt);
@@ -137,6 +140,8 @@ ssize_t recv(int fd, void* buf, size_t n, int flags) {
 
 ssize_t send(int fd, const void* buf, size_t n, int flags) {
   REAL(send);
+  iovec v{const_cast<void*>(buf), n};
+  if (ssize_t r; early_write(fd, &v, 1, flags, &r)) return r;
   ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_send(fd, buf, n, flags);
@@ -155,6 +160,8 @@ ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* addr, 
 
 ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* addr, socklen_t alen) {
   REAL(sendto);
+  iovec v{const_cast<void*>(buf), n};
+  if (ssize_t r; early_write(fd, &v, 1, flags, &r)) return r;
   ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendto(fd, buf, n, flags, addr, alen);
@@ -186,6 +193,9 @@ ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
 ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   REAL(sendmsg);
   if (m && m->msg_controllen) fds_passed(fd, m);
+  if (ssize_t r; m && !m->msg_controllen && m->msg_iovlen <= IOV_MAX &&
+                 early_write(fd, m->msg_iov, static_cast<int>(m->msg_iovlen), flags, &r))
+    return r;
   ConnRef c(fd, flags, false, true);
   if (c.refuse()) return -1;
   if (!c) return real_sendmsg(fd, m, flags);

@@ -161,6 +161,14 @@ struct ConnRef {
   }
 };
 
+// A write on a number whose connect() handshake still runs on a thread
+// (smcr::preload::accepting_write): true with *result when answered there.
+// Any other number: two table loads.
+inline bool early_write(int fd, const struct iovec* iov, int iovcnt, int flags, ssize_t* result) {
+  if (fd_table().kind(fd) != smcr::preload::kFdAccepting || fd_table().has_conn(fd)) return false;
+  return smcr::preload::accepting_write(fd, iov, iovcnt, flags, result);
+}
+
 // What a duplicate of `fd` refers to: its connection, also one inherited
 // from the parent, handed over or not (the duplicate stays one of its
 // descriptors: an exec inherits it with its TCP socket, preload/

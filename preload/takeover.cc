@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -141,6 +144,7 @@ namespace {
 // watch or the handshake thread, and any application thread waiting on it.
 struct Accepting {
   std::mutex mu;
+  std::condition_variable ended;      // notified when the handshake ends (conclude_locked)
   // kRelayed: the handshake fell back to TCP after accept() returned; a
   // relay thread moves bytes between the TCP socket and the readiness
   // socket, which is a plain byte stream to the application from then on.
@@ -156,6 +160,9 @@ struct Accepting {
   bool error_reported = false;        // kFailed: ECONNRESET was returned once
   uint64_t generation = process_generation();  // a forked child's copy is not its own
   uint32_t short_flow = 0;            // a client's destination (core/short_flows.h), 0: none
+  // A threaded client's bytes written before its handshake ended
+  // (accepting_write): sent first when it ends, over SMC-R or over TCP.
+  std::string early;
 
   ~Accepting() {
     if (res.tcp >= 0 && reset_tcp) {
@@ -184,14 +191,48 @@ void unregister_locked(Accepting* a) {
   if (it != registry().end() && it->second.get() == a) registry().erase(it);
 }
 
+// Threaded client handshakes holding early bytes (flush_relays_at_exit
+// waits for them, as the kernel sends a closed TCP socket's queued bytes).
+std::atomic<int> g_early_pending{0};
+
+// A fallback: the early bytes go to the TCP socket before the relay starts
+// (the application's later bytes follow them through the relay).
+void send_early_over_tcp(Accepting* a) {
+  size_t off = 0;
+  const int64_t until = sys::now_ms() + 2000;
+  while (off < a->early.size() && a->res.tcp >= 0) {
+    ssize_t k = sys::send(a->res.tcp, a->early.data() + off, a->early.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k > 0) {
+      off += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EINTR) break;
+    int64_t left = until - sys::now_ms();
+    if (left <= 0) break;
+    pollfd p{a->res.tcp, POLLOUT, 0};
+    sys::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+  if (off < a->early.size())
+    log_write(0, "fd %d: %zu of the %zu bytes written before the handshake ended could be sent over TCP", a->fd, off,
+              a->early.size());
+}
+
 // The handshake ended (a.mu held): install the connection, or reset, or
 // (a threaded handshake only) fall back to TCP through a relay.
 void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   if (a->watch) Engine::get().end_watch(a->watch);
   a->watch = nullptr;
+  struct Ended {
+    Accepting* a;
+    ~Ended() {
+      if (!a->early.empty()) g_early_pending.fetch_sub(1);
+      a->early.clear();
+      a->early.shrink_to_fit();
+      a->ended.notify_all();
+    }
+  } ended{a};
   if (o.kind == HandshakeOutcome::Kind::kSmc) {
     Connection* c = o.conn;
-    if (a->sndbuf) c->set_send_limit(a->sndbuf);
     sys::empty_socket(a->res.engine_end);
     // Options set before (or on the listener), or while the handshake ran
     // (they went to the TCP socket: accepting_tcp_fd, which clears the
@@ -200,6 +241,18 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
     bool default_options = a->state != Accepting::kClosed && (fd_table().flags(a->fd) & kFdDefaultOptions);
     attach(c, a->res, (sys::fcntl(a->res.app_end, F_GETFL) & O_NONBLOCK) != 0, default_options);
     a->res = Reserved{};  // the connection's now
+    // The early bytes go first, before the application's next write can
+    // reach the connection (it is not in the table yet). They fit the
+    // fresh window (kEarlyWriteMax is RFC 7609's smallest RMBE), so the
+    // SO_SNDBUF cap is applied only after them.
+    if (!a->early.empty()) {
+      iovec v{a->early.data(), a->early.size()};
+      ssize_t k = c->sendv(&v, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (k != static_cast<ssize_t>(a->early.size()))
+        log_write(0, "fd %d: %zd of the %zu bytes written before the handshake ended could be sent", a->fd, k,
+                  a->early.size());
+    }
+    if (a->sndbuf) c->set_send_limit(a->sndbuf);
     if (a->state == Accepting::kClosed) {
       // The application closed the number before the handshake ended.
       if (c->drop_user_fd()) c->app_close(false);
@@ -219,6 +272,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   else count_fallback(o.reason);
   // As a connect() that stayed TCP: as short as a connection gets.
   if (a->short_flow) shortflows::ended(a->short_flow, 0, 0, sys::now_ms());
+  if (o.kind == HandshakeOutcome::Kind::kFallback) send_early_over_tcp(a);
   if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {
     SMCR_LOG(1, "fd %d: TCP fallback after accept() (%s): relayed", a->fd, fallback_name(o.reason));
     sys::empty_socket(a->res.engine_end);  // the filler bytes are not the client's
@@ -332,7 +386,8 @@ constexpr int kMaxThreaded = 64;
 
 namespace {
 
-// The readiness socket takes `fd` (not readable, not writable) and the
+// The readiness socket takes `fd` (not readable; writable only for a
+// connect()'s handshake, which takes early writes: accepting_write) and the
 // registry knows `a` by it; the TCP socket stays at r.tcp.
 // `accept_flags`: as install()'s.
 bool install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserved& r, uint32_t sndbuf,
@@ -349,8 +404,10 @@ bool install_accepting(const std::shared_ptr<Accepting>& a, int fd, const Reserv
   a->sndbuf = sndbuf;
   auto [status, fdflags] = descriptor_modes(fd, accept_flags);
   if (status & O_NONBLOCK) sys::fcntl(r.app_end, F_SETFL, O_NONBLOCK);
+  // A server's: no POLLOUT before the connection exists. A client's is
+  // writable at once, as a TCP socket is once connect() has returned.
   bool made_small = false;
-  Connection::fill_readiness_socket(r.app_end, &made_small);  // no POLLOUT before the connection exists
+  if (!a->client) Connection::fill_readiness_socket(r.app_end, &made_small);
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     registry()[fd] = a;
@@ -523,13 +580,62 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write
       if (!waited) counters().confirm_waits.fetch_add(1, std::memory_order_relaxed);
       waited = true;
     }
+    const int64_t wait_ms = std::clamp<int64_t>(deadline - sys::now_ms(), 0, 50);
+    if (a->threaded) {
+      // Its thread ends it (a client's readiness socket is writable
+      // throughout: no POLLOUT to watch).
+      std::unique_lock<std::mutex> lock(a->mu);
+      if (a->state == Accepting::kWaiting) a->ended.wait_for(lock, std::chrono::milliseconds(wait_ms));
+      continue;
+    }
     // The Confirm arriving, or whoever read it finishing: that makes the
     // readiness socket at `fd` writable (or hung up). res.tcp stays open
     // while `a` lives.
     pollfd p[2] = {{fd, POLLOUT, 0}, {a->res.tcp, POLLIN | POLLRDHUP, 0}};
-    int64_t left = deadline - sys::now_ms();
-    sys::poll(p, a->threaded ? 1 : 2, static_cast<int>(std::clamp<int64_t>(left, 0, 50)));
+    sys::poll(p, 2, static_cast<int>(wait_ms));
   }
+}
+
+bool accepting_write(int fd, const iovec* iov, int iovcnt, int flags, ssize_t* result) {
+  if (flags & MSG_OOB) return false;  // urgent data waits for the connection
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a || !a->client || !a->threaded) return false;
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
+  if (iovcnt < 0 || iovcnt > IOV_MAX || want == 0) return false;
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (a->state != Accepting::kWaiting) return false;
+  size_t cap = kEarlyWriteMax;
+  if (a->sndbuf) cap = std::min<size_t>(cap, a->sndbuf);
+  const size_t room = cap - std::min(cap, a->early.size());
+  const bool nonblocking = (flags & MSG_DONTWAIT) || (sys::fcntl(fd, F_GETFL) & O_NONBLOCK);
+  if (room == 0 || (!nonblocking && want > room)) {
+    // A blocking write that does not fit waits for the connection (the
+    // early bytes go first); a non-blocking one is told EAGAIN, and POLLOUT
+    // comes back when the handshake ends.
+    if (!nonblocking) return false;
+    bool made_small = false;
+    Connection::fill_readiness_socket(a->res.app_end, &made_small);
+    *result = -1;
+    errno = EAGAIN;
+    return true;
+  }
+  const size_t n = std::min(want, room);
+  if (a->early.empty()) g_early_pending.fetch_add(1);
+  a->early.reserve(cap);
+  size_t left = n;
+  for (int i = 0; i < iovcnt && left > 0; ++i) {
+    size_t k = std::min(left, iov[i].iov_len);
+    a->early.append(static_cast<const char*>(iov[i].iov_base), k);
+    left -= k;
+  }
+  if (a->early.size() >= cap) {
+    bool made_small = false;
+    Connection::fill_readiness_socket(a->res.app_end, &made_small);
+  }
+  counters().clc_early_bytes.fetch_add(n, std::memory_order_relaxed);
+  *result = static_cast<ssize_t>(n);
+  return true;
 }
 
 bool close_accepting(int fd, int (*close_number)(int)) {
@@ -542,7 +648,10 @@ bool close_accepting(int fd, int (*close_number)(int)) {
   // and closed); a relay sees the application's end close. A client's may
   // wait long for a server that has not called accept() (a port probe that
   // closes at once): it ends now, the server seeing TCP's FIN.
-  if (a->threaded && a->client && a->state == Accepting::kWaiting) sys::shutdown(a->res.tcp, SHUT_RDWR);
+  // Bytes it wrote first are still delivered, as a TCP socket's queued
+  // bytes are after close(): the handshake goes on, and sends them.
+  if (a->threaded && a->client && a->state == Accepting::kWaiting && a->early.empty())
+    sys::shutdown(a->res.tcp, SHUT_RDWR);
   if (a->state != Accepting::kRelayed) a->state = Accepting::kClosed;
   unregister_locked(a.get());
   fd_table().set_kind(fd, kFdUnknown);
@@ -573,7 +682,9 @@ bool accepting_in_progress(int fd) {
   std::shared_ptr<Accepting> a = find(fd);
   if (!a) return false;
   std::lock_guard<std::mutex> lock(a->mu);
-  return a->state == Accepting::kWaiting;
+  // A client's is connected as far as the application can tell: writable
+  // (accepting_write), as TCP's is once its handshake is done.
+  return a->state == Accepting::kWaiting && !a->client;
 }
 
 void flush_relays_at_exit(int timeout_ms) {
@@ -589,7 +700,7 @@ void flush_relays_at_exit(int timeout_ms) {
     if (a->state == Accepting::kRelayed && a->generation == process_generation()) sys::shutdown(a->fd, SHUT_WR);
   }
   int64_t deadline = sys::now_ms() + timeout_ms;
-  while (g_relays_sending.load() > 0 && sys::now_ms() < deadline) {
+  while ((g_relays_sending.load() > 0 || g_early_pending.load() > 0) && sys::now_ms() < deadline) {
     timespec pause{0, 1000000};
     nanosleep(&pause, nullptr);
   }

@@ -5,6 +5,8 @@
 // Confirm being read off the application's thread.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <climits>
 
 #include "core/connection.h"
@@ -89,6 +91,18 @@ int accepting_tcp_fd(int fd);
 // (EAGAIN, or ECONNRESET once after a failed handshake), or 0 for "do the
 // call on the socket at the number" (the handshake failed and its error
 // was reported).
+// A write on a number whose connect() handshake runs on a thread
+// (start_connecting_threaded): as a TCP socket takes bytes once connect()
+// has returned, up to kEarlyWriteMax bytes (the smallest RMBE RFC 7609
+// allows, so they fit the new connection's first window; less under a
+// smaller SO_SNDBUF) are kept and sent first when the handshake ends, over
+// SMC-R or, after a fallback, over TCP. True with *result set when the
+// call was answered here (bytes taken, or EAGAIN for a non-blocking one
+// when the buffer is full: POLLOUT drops until the end); false for the
+// usual path (a blocking write that does not fit waits there for the end).
+inline constexpr size_t kEarlyWriteMax = 16384;
+bool accepting_write(int fd, const iovec* iov, int iovcnt, int flags, ssize_t* result);
+
 constexpr int kNotIo = INT_MIN;
 constexpr int kNonblockingWriteWaitMs = 20;
 Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write = false);

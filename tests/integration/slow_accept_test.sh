@@ -78,6 +78,89 @@ check "smc_run: connect() returned before the server's accept() ($(field blockin
 check "smc_run: both connections SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), their CLC finished off connect() ($(stat_sum clc_connect_async))" \
   [ "$(stat_sum smc_active)" = 2 -a "$(stat_sum smc_passive)" = 2 -a "$(stat_sum clc_connect_async)" = 2 ]
 check "smc_run: no fallback, no abort" [ "$(stat_sum fallback_total)" = 0 -a "$(stat_sum aborts)" = 0 ]
+# Writes before the server's accept(): as over TCP, a client whose
+# connect() returned may write at once. A non-blocking client's socket is
+# writable at once (redis' MIGRATE waits for POLLOUT with its own timeout
+# and then for the reply), its first bytes are taken whole; a blocking
+# client writes and closes before the server has accepted (its bytes still
+# arrive, then EOF); a non-blocking writer of 200 KiB (more than is kept
+# before the handshake ends) meets EAGAIN and POLLOUT again, intact.
+EARLY='
+import os, select, socket, sys, time
+mode, port, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+BIG = 200 * 1024
+if mode == "server":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("127.0.0.1", port)); l.listen(8)
+    open(sys.argv[4], "w").close()
+    select.select([l], [], [], 60)
+    time.sleep(delay)
+    out = []
+    for i in range(3):
+        c, _ = l.accept()
+        data = b""
+        while True:
+            b = c.recv(65536)
+            if not b: break
+            data += b
+            if i == 0 and len(data) >= 1000: break
+        if i == 0: c.sendall(data)
+        out.append(len(data))
+        c.close()
+    print("server_got=%s" % ",".join(map(str, out)))
+    sys.exit(0)
+req = bytes(range(250)) * 4
+s = socket.socket(); s.setblocking(False)
+t = time.time()
+try: s.connect(("127.0.0.1", port))
+except BlockingIOError: pass
+_, w, _ = select.select([], [s], [], 0.3)
+writable_s = time.time() - t
+sent = s.send(req) if w else -1
+c2 = socket.create_connection(("127.0.0.1", port)); c2.sendall(b"x" * 4000); c2.close()
+c3 = socket.socket(); c3.setblocking(False)
+try: c3.connect(("127.0.0.1", port))
+except BlockingIOError: pass
+big = os.urandom(BIG); off = 0; eagain = 0
+while off < BIG:
+    select.select([], [c3], [], 10)
+    try: off += c3.send(big[off:off + 65536])
+    except BlockingIOError: eagain += 1
+c3.shutdown(socket.SHUT_WR)
+s.setblocking(True); got = b""
+while len(got) < 1000:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+s.close(); c3.close()
+print("writable_s=%.3f first_send=%d echo_intact=%d eagain=%d" % (writable_s, sent, got == req, eagain))
+'
+early() {  # early plain|smc -> OUT SOUT
+  local wrap=under_smc; [ "$1" = plain ] && wrap=env
+  local port; port=$(free_port)
+  reset_stats
+  rm -f "$TEST_TMP/ready"
+  $wrap python3 -c "$EARLY" server "$port" 1.5 "$TEST_TMP/ready" > "$TEST_TMP/early-server.out" 2>&1 &
+  local spid=$!
+  wait_file "$TEST_TMP/ready" 10
+  OUT=$($wrap timeout 60 python3 -c "$EARLY" client "$port" 1.5 2>&1)
+  timeout 30 tail --pid="$spid" -f /dev/null
+  SOUT=$(cat "$TEST_TMP/early-server.out")
+  log "early writes, $1: client: $OUT; server: $SOUT"
+}
+early plain
+check "plain TCP, early writes: writable before accept(), the first send whole, the echo intact" \
+  grep -q "first_send=1000 echo_intact=1" <<<"$OUT"
+check "plain TCP, early writes: the server got 1000, 4000 (written and closed before accept()) and 204800 bytes" \
+  grep -q "^server_got=1000,4000,204800$" <<<"$SOUT"
+early smc
+check "smc_run, early writes: writable before accept() ($(field writable_s "$OUT") s), the first send whole, the echo intact" \
+  grep -q "first_send=1000 echo_intact=1" <<<"$OUT"
+check "smc_run, early writes: the server got 1000, 4000 (written and closed before accept()) and 204800 bytes" \
+  grep -q "^server_got=1000,4000,204800$" <<<"$SOUT"
+check "smc_run, early writes: all three SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), off connect() ($(stat_sum clc_connect_async)), bytes kept before the end ($(stat_sum clc_early_bytes)), no abort" \
+  [ "$(stat_sum smc_active)" = 3 -a "$(stat_sum smc_passive)" = 3 -a "$(stat_sum clc_connect_async)" = 3 \
+    -a "$(stat_sum clc_early_bytes)" -ge 5000 -a "$(stat_sum aborts)" = 0 ]
 # Port probes (Test::Nginx's waitforsocket, load balancers' health checks):
 # clients that connect and close at once, their handshakes abandoned at
 # every stage, against a single-threaded server that select()s on its
