@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/sys.h"
+
 namespace smcr::cdcmem {
 
 namespace {
@@ -16,6 +18,7 @@ namespace {
 // is the receiver's (wants), line 4 the sender's ring count: apart, so a
 // sender spinning on nothing does not bounce the receiver's line.
 constexpr size_t kVersionAt = 0;
+constexpr size_t kReadySinceAt = 8;  // beside the version: the line moves with every publish anyway
 constexpr size_t kSlotAt[2] = {64, 128};
 constexpr size_t kSlotLockAt = 0;  // within a slot
 constexpr size_t kUrgentValidAt = 4;
@@ -45,6 +48,24 @@ std::atomic_ref<uint64_t> u64_at(const uint8_t* page, size_t at) {
 }  // namespace
 
 std::atomic_ref<uint32_t> ringing(uint8_t* page) { return u32_at(page, kRingingAt); }
+
+void stamp_ready_since(uint8_t* page) {
+  auto since = u64_at(page, kReadySinceAt);
+  if (since.load(std::memory_order_relaxed) != 0) return;
+  uint64_t none = 0;
+  since.compare_exchange_strong(none, static_cast<uint64_t>(sys::now_ns()), std::memory_order_seq_cst);
+}
+
+void clear_ready_since(uint8_t* page, uint32_t seen_version) {
+  auto since = u64_at(page, kReadySinceAt);
+  if (since.load(std::memory_order_relaxed) == 0) return;
+  since.store(0, std::memory_order_seq_cst);
+  // A sender that found the old stamp set published after our last look:
+  // its data waits from about now.
+  if (u32_at(page, kVersionAt).load(std::memory_order_seq_cst) != seen_version) stamp_ready_since(page);
+}
+
+uint64_t ready_since(const uint8_t* page) { return u64_at(page, kReadySinceAt).load(std::memory_order_acquire); }
 
 void reset_for_reuse(uint8_t* page) {
   std::memset(page, 0, kRingingAt);
@@ -83,6 +104,11 @@ ReadySetSlot ready_set_slot(uint8_t* page) {
 
 bool disarm(uint8_t* page, Want which) {
   return (want_word(page, which).fetch_and(~kArmed, std::memory_order_seq_cst) & kArmed) != 0;
+}
+
+bool take_for_end(uint8_t* page, uint64_t seen) {
+  if (!(seen & kArmed)) return false;
+  return want_word(page, Want::kData).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
 }
 
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {

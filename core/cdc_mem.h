@@ -83,6 +83,9 @@ bool disarm(uint8_t* page, Want which);
 // a different cursor; true if this call took it, and the wake-up is then this
 // caller's to deliver.
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor);
+// Sender, having published an end (D, C or A): takes a data arming
+// whatever cursor it names (the end is news even without data).
+bool take_for_end(uint8_t* page, uint64_t seen);
 
 // Receiver: set once to have every CDC posted on the link and the
 // readiness socket never touched by the peer again (a handover).
@@ -107,6 +110,18 @@ uint32_t version(const uint8_t* page);
 // one before it. False when nothing new, when the bytes do not decode, or
 // (a sender outpacing every try, in practice never) call again later.
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent);
+
+// Since when data has waited in the RMB (CLOCK_MONOTONIC ns, 0: none
+// known), so that an epoll wait reports connections in the order their
+// data came, as the kernel's ready list does for TCP sockets (a client's
+// request on one connection, then its command on another, are handled in
+// that order). The sender stamps it before publishing data, unless it is
+// set; the receiver clears it when it has read everything, and stamps it
+// itself if data arrived meanwhile. Untrusted: it orders, nothing more.
+void stamp_ready_since(uint8_t* page);
+void clear_ready_since(uint8_t* page, uint32_t seen_version);
+// The stamp (0: none).
+uint64_t ready_since(const uint8_t* page);
 
 // Sender-side count of rings in progress, for a receiver taking back its
 // readiness socket (forbid_direct) to wait out.

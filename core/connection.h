@@ -296,6 +296,10 @@ class Connection {
   // producer cursor), so that an edge-triggered registration is told of
   // each arrival once.
   Parked poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark);
+  // Since when the peer's unread data has waited (cdcmem::ready_since,
+  // CLOCK_MONOTONIC ns), so that epoll reports connections in the order
+  // their data came; 0 when unknown (no control page, busy, nothing).
+  uint64_t arrival_stamp();
   // Everything epoll would report for the fd now (EPOLLIN, EPOLLOUT,
   // EPOLLRDHUP, EPOLLHUP, EPOLLERR, EPOLLPRI and their NORM/BAND twins), for
   // a registration the interposition keeps in memory (preload/epoll.cc,
@@ -460,6 +464,13 @@ class Connection {
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) SMCR_REQUIRES(mu_);
+  // An end (D, C, A) just published: the peer's waiting application thread
+  // is woken as for data (its ready set marked, or its readiness socket
+  // rung), so that it sees the end as soon as a TCP peer's FIN would be
+  // seen, not after its engine has taken the link message that also
+  // carries it (a command sent on another connection after our close was
+  // handled first: redis' replication tests).
+  void wake_peer_for_end_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // We hold the peer's readiness socket and it has not taken it back.
   bool may_ring_peer_locked(uint8_t* page) const SMCR_REQUIRES(mu_);
   // A cursor update goes through memory (the peer's control page, its bell

@@ -92,7 +92,24 @@ bool Connection::cursor_updates_cheap_locked() const {
 }
 
 bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) {
-  if (!may_ring_peer_locked(page)) return false;
+  if (!may_ring_peer_locked(page)) {
+    // The peer's readiness socket has not reached us yet (it rides the
+    // peer's first CDC on the link, which our engine may not have taken
+    // when the application read that CDC from memory). The CDC goes on the
+    // link, but an arming for the peer's ready set is answered now, through
+    // memory: otherwise a later write on an older connection of the same
+    // peer, rung at once, overtook this one's data in the peer's epoll_wait
+    // (redis' tests: a command on a new connection, then one on an old).
+    if (!data_moved || cdcmem::direct_forbidden(page)) return false;
+    uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
+    if (!(want_data & cdcmem::kArmed) || !(want_data & cdcmem::kForSet)) return false;
+    auto ringing = cdcmem::ringing(page);
+    ringing.fetch_add(1, std::memory_order_seq_cst);
+    if (!cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, m.producer))
+      mark_peer_set_locked(page);
+    ringing.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
   uint64_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
   uint64_t want_window = window_moved ? cdcmem::load_want(page, cdcmem::Want::kWindow) : 0;
   bool ring = want_data & cdcmem::kArmed;
@@ -120,6 +137,27 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   }
   ringing.fetch_sub(1, std::memory_order_seq_cst);
   return delivered;
+}
+
+void Connection::wake_peer_for_end_locked(uint8_t* page) {
+  if (cdcmem::direct_forbidden(page)) return;
+  uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
+  if (!(want_data & cdcmem::kArmed)) return;
+  // A plain arming needs the peer's readiness socket; a ready set's does not.
+  const bool for_set = want_data & cdcmem::kForSet;
+  if (!for_set && !may_ring_peer_locked(page)) return;
+  auto ringing = cdcmem::ringing(page);
+  ringing.fetch_add(1, std::memory_order_seq_cst);
+  if (!cdcmem::direct_forbidden(page) && cdcmem::take_for_end(page, want_data)) {
+    if (for_set) {
+      mark_peer_set_locked(page);
+    } else {
+      char b = 'r';
+      sys::send(mem_.peer_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      counters().peer_doorbells.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  ringing.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool Connection::mark_peer_set_locked(uint8_t* page) {
@@ -210,8 +248,13 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
   // carry a sequence number and cursors the peer rejects.
   if (foreign()) return false;
   if (uint8_t* page = fabric_.peer_rmb_on[static_cast<size_t>(fabric_.slot)].control; page && !fabric_.link->failed()) {
-    cdcmem::publish(page, m);
     bool data_moved = !(m.producer == tx_.published_prod);
+    const bool ends = m.flags.peer_conn_abort || m.flags.peer_conn_closed ||
+                      (m.flags.peer_done_writing && !tx_.published_done);
+    // Before the data (or the end) shows: a receiver that sees it sees
+    // since when.
+    if (data_moved || ends) cdcmem::stamp_ready_since(page);
+    cdcmem::publish(page, m);
     bool window_moved = !(m.consumer == tx_.published_cons);
     tx_.published_prod = m.producer;
     tx_.published_cons = m.consumer;
@@ -220,6 +263,7 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     bool state_change = m.flags.peer_conn_abort || m.flags.peer_conn_closed || m.flags.urgent_present ||
                         (m.flags.peer_done_writing && !tx_.published_done);
     tx_.published_done = m.flags.peer_done_writing;
+    if (ends) wake_peer_for_end_locked(page);
     if (!state_change && wake_peer_locked(page, m, data_moved, window_moved)) {
       if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;  // delivered: it is in the peer's memory
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);

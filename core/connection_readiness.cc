@@ -309,6 +309,14 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   return rx_.space.used(rx_.prod, rx_.cons).value_or(0) > 0 ? Parked::kReadable : Parked::kEmpty;
 }
 
+uint64_t Connection::arrival_stamp() {
+  if (foreign()) return 0;
+  // Waited for (not tried): a connection our engine holds for a moment
+  // would otherwise be taken for the newest. The caller holds no lock.
+  Hold lock(*this);
+  return mem_.control && !close_.released ? cdcmem::ready_since(mem_.control) : 0;
+}
+
 Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark) {
   if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;

@@ -272,6 +272,50 @@ class EpollGroup final : public ReadinessDeferral {
     }
   }
 
+  // The SMC-R connections among `events` in the order their data came
+  // (Connection::arrival_stamp): the kernel's ready list reports a TCP
+  // socket's events in the order they happened, and programs rely on it
+  // across connections (a client's command on one connection, then its
+  // command on another, are handled in that order: redis' own test suite
+  // blocks a client on one and wakes it from another). Events found in
+  // memory, on readiness sockets and on ready sets come from different
+  // places and would otherwise come in the order looked at. Other fds'
+  // events keep their places; an SMC-R event without a stamp (end of file,
+  // writable only) comes after the stamped ones.
+  void order_by_arrival(epoll_event* events, int n) {
+    if (n < 2 || !has_smc_.load(std::memory_order_relaxed)) return;
+    thread_local std::vector<std::pair<int, uint64_t>> smc;  // (index, stamp)
+    thread_local std::vector<epoll_event> moved;
+    smc.clear();
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (int i = 0; i < n; ++i)
+        if (auto it = smc_data_.find(events[i].data.u64); it != smc_data_.end()) smc.emplace_back(i, it->second);
+    }
+    if (smc.size() < 2) return;
+    bool in_order = true;
+    uint64_t last = 0;
+    for (auto& [i, fd_then_stamp] : smc) {
+      uint64_t stamp = 0;
+      if (events[i].events & EPOLLIN) {
+        if (Connection* c = fd_table().get(static_cast<int>(fd_then_stamp))) {
+          stamp = c->arrival_stamp();
+          c->unref();
+        }
+      }
+      fd_then_stamp = stamp ? stamp : UINT64_MAX;
+      in_order = in_order && fd_then_stamp >= last;
+      last = fd_then_stamp;
+    }
+    if (in_order) return;
+    moved.clear();
+    for (auto& [i, stamp] : smc) moved.push_back(events[i]);
+    std::vector<size_t> order(smc.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return smc[a].second < smc[b].second; });
+    for (size_t k = 0; k < order.size(); ++k) events[smc[k].first] = moved[order[k]];
+  }
+
   // EPOLL_CTL_MOD of a registered fd; false if it is not registered here.
   bool modify(int fd, const epoll_event& ev) {
     {
@@ -1298,7 +1342,16 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     n = g->collect(events, maxevents, call);
-    if (n > 0) return n;
+    if (n > 0) {
+      // What the kernel has too (an end that this collect processed from
+      // memory shows on its readiness socket): reported together, to be
+      // put in order (order_by_arrival).
+      if (n < maxevents) {
+        int k2 = wait_kernel(events + n, maxevents - n, 0);
+        if (k2 > 0) n += k2;
+      }
+      return n;
+    }
     // Woken for nothing (a mark whose data was read meanwhile), or the
     // time is up.
     if (may_sleep && before == 0 && !napping) return 0;
@@ -1331,6 +1384,7 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   }
   int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
   if (got > 0) g->add_errors(events, got);
+  if (got > 1) g->order_by_arrival(events, got);
   return got;
 }
 

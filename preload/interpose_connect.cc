@@ -438,6 +438,9 @@ int close(int fd) {
 
 int shutdown(int fd, int how) {
   REAL(shutdown);
+  if (fd_table().kind(fd) == smcr::preload::kFdAccepting && !fd_table().has_conn(fd) &&
+      smcr::preload::accepting_shutdown(fd, how))
+    return 0;
   ConnRef c(fd, kNotIo, true);
   if (!c) return real_shutdown(fd, how);
   return c->shutdown(how);

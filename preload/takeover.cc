@@ -163,6 +163,7 @@ struct Accepting {
   // A threaded client's bytes written before its handshake ended
   // (accepting_write): sent first when it ends, over SMC-R or over TCP.
   std::string early;
+  bool early_shut_wr = false;         // shutdown(SHUT_WR) meanwhile (accepting_shutdown)
 
   ~Accepting() {
     if (res.tcp >= 0 && reset_tcp) {
@@ -253,6 +254,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
                   a->early.size());
     }
     if (a->sndbuf) c->set_send_limit(a->sndbuf);
+    if (a->early_shut_wr) c->shutdown(SHUT_WR);
     if (a->state == Accepting::kClosed) {
       // The application closed the number before the handshake ended.
       if (c->drop_user_fd()) c->app_close(false);
@@ -272,7 +274,12 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   else count_fallback(o.reason);
   // As a connect() that stayed TCP: as short as a connection gets.
   if (a->short_flow) shortflows::ended(a->short_flow, 0, 0, sys::now_ms());
-  if (o.kind == HandshakeOutcome::Kind::kFallback) send_early_over_tcp(a);
+  if (o.kind == HandshakeOutcome::Kind::kFallback) {
+    send_early_over_tcp(a);
+    // The relay carries it after what the application wrote next (nothing:
+    // it shut down): end of stream on the application's end.
+    if (a->early_shut_wr && a->res.app_end >= 0) sys::shutdown(a->res.app_end, SHUT_WR);
+  }
   if (o.kind == HandshakeOutcome::Kind::kFallback && a->state != Accepting::kClosed) {
     SMCR_LOG(1, "fd %d: TCP fallback after accept() (%s): relayed", a->fd, fallback_name(o.reason));
     sys::empty_socket(a->res.engine_end);  // the filler bytes are not the client's
@@ -596,6 +603,16 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write
   }
 }
 
+bool accepting_shutdown(int fd, int how) {
+  if (how != SHUT_WR) return false;
+  std::shared_ptr<Accepting> a = find(fd);
+  if (!a || !a->client || !a->threaded) return false;
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (a->state != Accepting::kWaiting) return false;
+  a->early_shut_wr = true;
+  return true;
+}
+
 bool accepting_write(int fd, const iovec* iov, int iovcnt, int flags, ssize_t* result) {
   if (flags & MSG_OOB) return false;  // urgent data waits for the connection
   std::shared_ptr<Accepting> a = find(fd);
@@ -604,7 +621,8 @@ bool accepting_write(int fd, const iovec* iov, int iovcnt, int flags, ssize_t* r
   for (int i = 0; i < iovcnt; ++i) want += iov[i].iov_len;
   if (iovcnt < 0 || iovcnt > IOV_MAX || want == 0) return false;
   std::lock_guard<std::mutex> lock(a->mu);
-  if (a->state != Accepting::kWaiting) return false;
+  // After shutdown(SHUT_WR): the usual path (EPIPE once the connection is there).
+  if (a->state != Accepting::kWaiting || a->early_shut_wr) return false;
   size_t cap = kEarlyWriteMax;
   if (a->sndbuf) cap = std::min<size_t>(cap, a->sndbuf);
   const size_t room = cap - std::min(cap, a->early.size());

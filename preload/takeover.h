@@ -102,6 +102,10 @@ int accepting_tcp_fd(int fd);
 // usual path (a blocking write that does not fit waits there for the end).
 inline constexpr size_t kEarlyWriteMax = 16384;
 bool accepting_write(int fd, const iovec* iov, int iovcnt, int flags, ssize_t* result);
+// shutdown(SHUT_WR) on such a number: done at the handshake's end, after
+// the early bytes; true when taken here (it then returns 0 at once, as
+// TCP's). Other `how`s wait for the end as before.
+bool accepting_shutdown(int fd, int how);
 
 constexpr int kNotIo = INT_MIN;
 constexpr int kNonblockingWriteWaitMs = 20;

@@ -82,8 +82,8 @@ check "smc_run: no fallback, no abort" [ "$(stat_sum fallback_total)" = 0 -a "$(
 # connect() returned may write at once. A non-blocking client's socket is
 # writable at once (redis' MIGRATE waits for POLLOUT with its own timeout
 # and then for the reply), its first bytes are taken whole; a blocking
-# client writes and closes before the server has accepted (its bytes still
-# arrive, then EOF); a non-blocking writer of 200 KiB (more than is kept
+# client writes, shuts down its sending side (at once, as over TCP) and
+# closes before the server has accepted (its bytes still arrive, then EOF); a non-blocking writer of 200 KiB (more than is kept
 # before the handshake ends) meets EAGAIN and POLLOUT again, intact.
 EARLY='
 import os, select, socket, sys, time
@@ -117,7 +117,8 @@ except BlockingIOError: pass
 _, w, _ = select.select([], [s], [], 0.3)
 writable_s = time.time() - t
 sent = s.send(req) if w else -1
-c2 = socket.create_connection(("127.0.0.1", port)); c2.sendall(b"x" * 4000); c2.close()
+c2 = socket.create_connection(("127.0.0.1", port)); c2.sendall(b"x" * 4000)
+t = time.time(); c2.shutdown(socket.SHUT_WR); shut_s = time.time() - t; c2.close()
 c3 = socket.socket(); c3.setblocking(False)
 try: c3.connect(("127.0.0.1", port))
 except BlockingIOError: pass
@@ -133,7 +134,7 @@ while len(got) < 1000:
     if not b: break
     got += b
 s.close(); c3.close()
-print("writable_s=%.3f first_send=%d echo_intact=%d eagain=%d" % (writable_s, sent, got == req, eagain))
+print("writable_s=%.3f first_send=%d echo_intact=%d eagain=%d shut_s=%.3f" % (writable_s, sent, got == req, eagain, shut_s))
 '
 early() {  # early plain|smc -> OUT SOUT
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
@@ -156,6 +157,8 @@ check "plain TCP, early writes: the server got 1000, 4000 (written and closed be
 early smc
 check "smc_run, early writes: writable before accept() ($(field writable_s "$OUT") s), the first send whole, the echo intact" \
   grep -q "first_send=1000 echo_intact=1" <<<"$OUT"
+check "smc_run, early writes: shutdown(SHUT_WR) before accept() returned at once ($(field shut_s "$OUT") s)" \
+  awk -v s="$(field shut_s "$OUT")" 'BEGIN { exit !(s != "" && s < 0.5) }'
 check "smc_run, early writes: the server got 1000, 4000 (written and closed before accept()) and 204800 bytes" \
   grep -q "^server_got=1000,4000,204800$" <<<"$SOUT"
 check "smc_run, early writes: all three SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive), off connect() ($(stat_sum clc_connect_async)), bytes kept before the end ($(stat_sum clc_early_bytes)), no abort" \
