@@ -14,6 +14,7 @@ PKGS=(
   g++-12-aarch64-linux-gnu   # scripts/check-aarch64.sh (ctest static.aarch64)
   libgtest-dev googletest
   redis-server redis-tools sockperf
+  tcl   # redis' own Tcl suite (scripts/redis-tests.sh)
   nginx-light curl wrk iperf3
   gnuplot-nox
   file man-db
