@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "core/sys.h"
 
 namespace smcr::cdcmem {
 
@@ -49,20 +48,8 @@ std::atomic_ref<uint64_t> u64_at(const uint8_t* page, size_t at) {
 
 std::atomic_ref<uint32_t> ringing(uint8_t* page) { return u32_at(page, kRingingAt); }
 
-void stamp_ready_since(uint8_t* page) {
-  auto since = u64_at(page, kReadySinceAt);
-  if (since.load(std::memory_order_relaxed) != 0) return;
-  uint64_t none = 0;
-  since.compare_exchange_strong(none, static_cast<uint64_t>(sys::now_ns()), std::memory_order_seq_cst);
-}
-
-void clear_ready_since(uint8_t* page, uint32_t seen_version) {
-  auto since = u64_at(page, kReadySinceAt);
-  if (since.load(std::memory_order_relaxed) == 0) return;
-  since.store(0, std::memory_order_seq_cst);
-  // A sender that found the old stamp set published after our last look:
-  // its data waits from about now.
-  if (u32_at(page, kVersionAt).load(std::memory_order_seq_cst) != seen_version) stamp_ready_since(page);
+void set_ready_since(uint8_t* page, uint64_t stamp) {
+  u64_at(page, kReadySinceAt).store(stamp, std::memory_order_relaxed);  // the version's store publishes it
 }
 
 uint64_t ready_since(const uint8_t* page) { return u64_at(page, kReadySinceAt).load(std::memory_order_acquire); }

@@ -111,16 +111,14 @@ uint32_t version(const uint8_t* page);
 // (a sender outpacing every try, in practice never) call again later.
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent);
 
-// Since when data has waited in the RMB (CLOCK_MONOTONIC ns, 0: none
-// known), so that an epoll wait reports connections in the order their
-// data came, as the kernel's ready list does for TCP sockets (a client's
-// request on one connection, then its command on another, are handled in
-// that order). The sender stamps it before publishing data, unless it is
-// set; the receiver clears it when it has read everything, and stamps it
-// itself if data arrived meanwhile. Untrusted: it orders, nothing more.
-void stamp_ready_since(uint8_t* page);
-void clear_ready_since(uint8_t* page, uint32_t seen_version);
-// The stamp (0: none).
+// Since when the sender's unread data (or end) has waited (CLOCK_MONOTONIC
+// ns, 0: none known), so that an epoll wait reports connections in the
+// order their data came, as the kernel's ready list does for TCP sockets (a
+// client's command on one connection, then its command on another, are
+// handled in that order). Written by the sender only, before it publishes
+// (the version line: no line of its own to move); untrusted: it orders,
+// nothing more.
+void set_ready_since(uint8_t* page, uint64_t stamp);
 uint64_t ready_since(const uint8_t* page);
 
 // Sender-side count of rings in progress, for a receiver taking back its

@@ -295,7 +295,9 @@ class Connection {
   // `data_mark` is set to a value that changes whenever data arrives (the
   // producer cursor), so that an edge-triggered registration is told of
   // each arrival once.
-  Parked poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark);
+  // `since`: for kReadable, since when its data has waited (the control
+  // page's stamp, cdcmem::ready_since; 0 without one).
+  Parked poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark, uint64_t* since = nullptr);
   // Since when the peer's unread data has waited (cdcmem::ready_since,
   // CLOCK_MONOTONIC ns), so that epoll reports connections in the order
   // their data came; 0 when unknown (no control page, busy, nothing).
@@ -308,7 +310,7 @@ class Connection {
   // the readiness socket is polled too. kBusy: another thread holds it;
   // kGone: another process's; else kReadable. Re-arms a connection `d`
   // parked with a ready set, as poll_parked does.
-  Parked poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark);
+  Parked poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since = nullptr);
 
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be
@@ -715,6 +717,7 @@ class Connection {
     cdc::Cursor published_prod, published_cons;
     bool published_done = false;
     bool urgent = false;           // the CDC being sent carries P and U
+    int64_t data_since = 0;        // cdcmem::set_ready_since: since when the peer has had unread data of ours
   };
   TxState tx_ SMCR_GUARDED_BY(mu_);
 

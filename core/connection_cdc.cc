@@ -251,9 +251,13 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     bool data_moved = !(m.producer == tx_.published_prod);
     const bool ends = m.flags.peer_conn_abort || m.flags.peer_conn_closed ||
                       (m.flags.peer_done_writing && !tx_.published_done);
-    // Before the data (or the end) shows: a receiver that sees it sees
-    // since when.
-    if (data_moved || ends) cdcmem::stamp_ready_since(page);
+    if (data_moved || ends) {
+      // Since when the peer has had something unread from us: now, if it
+      // had read all we published (as far as its last CDC told us; a stale
+      // one leaves the older stamp, which only orders this one earlier).
+      if (tx_.data_since == 0 || tx_.cons_peer == tx_.published_prod) tx_.data_since = sys::now_ns();
+      cdcmem::set_ready_since(page, static_cast<uint64_t>(tx_.data_since));
+    }
     cdcmem::publish(page, m);
     bool window_moved = !(m.consumer == tx_.published_cons);
     tx_.published_prod = m.producer;

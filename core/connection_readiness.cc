@@ -294,7 +294,7 @@ uint64_t Connection::rearm_parked_for_set_locked(ReadinessDeferral* d) {
   return (uint64_t{rx_.prod.wrap} << 32) | rx_.prod.offset;
 }
 
-Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark) {
+Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable, uint64_t* data_mark, uint64_t* since) {
   if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
   Hold lock(*this, std::adopt_lock);
@@ -306,7 +306,9 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   // kernel reports itself.
   if (app_.fd < 0 || ready_.eof_signalled || ready_.reset_signalled || rx_.priority_raised || ready_.rd_owed > 0 || close_.aborted)
     return Parked::kEmpty;
-  return rx_.space.used(rx_.prod, rx_.cons).value_or(0) > 0 ? Parked::kReadable : Parked::kEmpty;
+  if (rx_.space.used(rx_.prod, rx_.cons).value_or(0) == 0) return Parked::kEmpty;
+  if (since) *since = mem_.control ? cdcmem::ready_since(mem_.control) : 0;
+  return Parked::kReadable;
 }
 
 uint64_t Connection::arrival_stamp() {
@@ -317,7 +319,7 @@ uint64_t Connection::arrival_stamp() {
   return mem_.control && !close_.released ? cdcmem::ready_since(mem_.control) : 0;
 }
 
-Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark) {
+Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since) {
   if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
   Hold lock(*this, std::adopt_lock);
@@ -341,6 +343,7 @@ Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* event
     if ((ev & EPOLLHUP) && reset_error_pending_locked()) ev |= EPOLLERR;
   }
   if (unread > 0) ev |= EPOLLIN | EPOLLRDNORM;
+  if (since) *since = (ev & EPOLLIN) && mem_.control ? cdcmem::ready_since(mem_.control) : 0;
   *events = ev;
   return Parked::kReadable;
 }

@@ -243,8 +243,6 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
       if (peek) return static_cast<ssize_t>(done);
       rx_.cons = rx_.space.advance(rx_.cons, n);
       rx_.app_has_read = true;
-      if (mem_.control && rx_.space.used(rx_.prod, rx_.cons).value_or(1) == 0)
-        cdcmem::clear_ready_since(mem_.control, mem_.control_seen);
       if (passes_urgent) urgent_done_locked();
       counters().rx_bytes.fetch_add(n, std::memory_order_relaxed);
       rx_.bytes += n;

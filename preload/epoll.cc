@@ -272,6 +272,14 @@ class EpollGroup final : public ReadinessDeferral {
     }
   }
 
+  // Events a collect of this wait found in memory, with their stamps
+  // (poll_parked/poll_events give them under the connection's lock): the
+  // ordering below needs no lookup for them.
+  static std::vector<std::pair<const epoll_event*, uint64_t>>& found() {
+    thread_local std::vector<std::pair<const epoll_event*, uint64_t>> v;
+    return v;
+  }
+
   // The SMC-R connections among `events` in the order their data came
   // (Connection::arrival_stamp): the kernel's ready list reports a TCP
   // socket's events in the order they happened, and programs rely on it
@@ -284,29 +292,49 @@ class EpollGroup final : public ReadinessDeferral {
   // writable only) comes after the stamped ones.
   void order_by_arrival(epoll_event* events, int n) {
     if (n < 2 || !has_smc_.load(std::memory_order_relaxed)) return;
+    constexpr uint64_t kUnknown = 0, kLast = UINT64_MAX;
+    thread_local std::vector<uint64_t> stamp;  // per event: kUnknown, a stamp, or kLast
     thread_local std::vector<std::pair<int, uint64_t>> smc;  // (index, stamp)
     thread_local std::vector<epoll_event> moved;
-    smc.clear();
-    {
-      std::lock_guard<std::recursive_mutex> lock(mu_);
-      for (int i = 0; i < n; ++i)
-        if (auto it = smc_data_.find(events[i].data.u64); it != smc_data_.end()) smc.emplace_back(i, it->second);
+    stamp.assign(static_cast<size_t>(n), kUnknown);
+    bool unknown = false;
+    for (auto& [p, since] : found()) {
+      ptrdiff_t i = p - events;
+      if (i >= 0 && i < n) stamp[static_cast<size_t>(i)] = since ? since : kLast;
     }
-    if (smc.size() < 2) return;
+    for (int i = 0; i < n && !unknown; ++i) unknown = stamp[static_cast<size_t>(i)] == kUnknown;
+    smc.clear();
+    if (unknown) {
+      // From the kernel: a readiness socket rung (or another fd's event).
+      thread_local std::vector<std::pair<int, int>> asked;  // (index, fd)
+      asked.clear();
+      {
+        std::lock_guard<std::recursive_mutex> lock(mu_);
+        for (int i = 0; i < n; ++i)
+          if (stamp[static_cast<size_t>(i)] == kUnknown)
+            if (auto it = smc_data_.find(events[i].data.u64); it != smc_data_.end()) asked.emplace_back(i, it->second);
+      }
+      for (auto [i, fd] : asked) {
+        uint64_t v = 0;
+        if (events[i].events & EPOLLIN) {
+          if (Connection* c = fd_table().get(fd)) {
+            v = c->arrival_stamp();
+            c->unref();
+          }
+        }
+        stamp[static_cast<size_t>(i)] = v ? v : kLast;
+      }
+    }
     bool in_order = true;
     uint64_t last = 0;
-    for (auto& [i, fd_then_stamp] : smc) {
-      uint64_t stamp = 0;
-      if (events[i].events & EPOLLIN) {
-        if (Connection* c = fd_table().get(static_cast<int>(fd_then_stamp))) {
-          stamp = c->arrival_stamp();
-          c->unref();
-        }
-      }
-      fd_then_stamp = stamp ? stamp : UINT64_MAX;
-      in_order = in_order && fd_then_stamp >= last;
-      last = fd_then_stamp;
+    for (int i = 0; i < n; ++i) {
+      uint64_t v = stamp[static_cast<size_t>(i)];
+      if (v == kUnknown) continue;  // not SMC-R: keeps its place
+      smc.emplace_back(i, v);
+      in_order = in_order && v >= last;
+      last = v;
     }
+    if (smc.size() < 2) return;
     if (in_order) return;
     moved.clear();
     for (auto& [i, stamp] : smc) moved.push_back(events[i]);
@@ -597,7 +625,9 @@ class EpollGroup final : public ReadinessDeferral {
       if (reg.reported_call == call) continue;
       if (reg.virt) {
         bool keep = false;
-        if (n < max && examine_virtual_locked(parked_[i], reg, &out[n], &keep)) {
+        uint64_t since = 0;
+        if (n < max && examine_virtual_locked(parked_[i], reg, &out[n], &keep, &since)) {
+          found().emplace_back(&out[n], since);
           reg.reported_call = call;
           ++n;
           rotation_ = i + 1;
@@ -605,8 +635,8 @@ class EpollGroup final : public ReadinessDeferral {
         continue;
       }
       bool writable = false;
-      uint64_t mark = 0;
-      switch (reg.conn->poll_parked(this, &writable, &mark)) {
+      uint64_t mark = 0, since = 0;
+      switch (reg.conn->poll_parked(this, &writable, &mark, &since)) {
         case Connection::Parked::kGone:
           reg.listed = false;
           dropped = true;
@@ -621,6 +651,7 @@ class EpollGroup final : public ReadinessDeferral {
             out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) |
                             (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
             out[n].data.u64 = reg.data;
+            found().emplace_back(&out[n], since);
             ++n;
             rotation_ = i + 1;
           }
@@ -813,12 +844,13 @@ class EpollGroup final : public ReadinessDeferral {
   // (true). *keep: looked at again by the next wait (level-triggered and
   // ready, as the kernel keeps such an fd on its ready list; or held by
   // another thread).
-  bool examine_virtual_locked(int fd, Registration& reg, epoll_event* out, bool* keep) {
+  // *since: as Connection::poll_events's.
+  bool examine_virtual_locked(int fd, Registration& reg, epoll_event* out, bool* keep, uint64_t* since) {
     *keep = false;
     if (!reg.active || reg.fired) return false;
     uint32_t mask = 0;
     uint64_t mark = 0;
-    switch (reg.conn->poll_events(this, &mask, &mark)) {
+    switch (reg.conn->poll_events(this, &mask, &mark, since)) {
       case Connection::Parked::kGone:
         // Another process's now: the kernel reports its readiness socket
         // as the application registered it.
@@ -985,7 +1017,8 @@ class EpollGroup final : public ReadinessDeferral {
         bool keep = true;
         if (n >= max) {
           busy_ = true;  // looked at by the next call, even before a sleep
-        } else if (examine_virtual_locked(fd, reg, &out[n], &keep)) {
+        } else if (uint64_t since = 0; examine_virtual_locked(fd, reg, &out[n], &keep, &since)) {
+          found().emplace_back(&out[n], since);
           reg.reported_call = call;
           ++n;
           if (keep) reported_.push_back(fd);
@@ -1001,8 +1034,8 @@ class EpollGroup final : public ReadinessDeferral {
         continue;
       }
       bool writable = false, keep = true;
-      uint64_t mark = 0;
-      switch (n < max ? reg.conn->poll_parked(this, &writable, &mark) : Connection::Parked::kBusy) {
+      uint64_t mark = 0, since = 0;
+      switch (n < max ? reg.conn->poll_parked(this, &writable, &mark, &since) : Connection::Parked::kBusy) {
         case Connection::Parked::kGone:
         case Connection::Parked::kEmpty:
           keep = false;
@@ -1014,6 +1047,7 @@ class EpollGroup final : public ReadinessDeferral {
           reg.reported_mark = mark;
           out[n].events = (reg.events & (EPOLLIN | EPOLLRDNORM)) | (writable ? reg.events & (EPOLLOUT | EPOLLWRNORM) : 0);
           out[n].data.u64 = reg.data;
+          found().emplace_back(&out[n], since);
           ++n;
           reported_.push_back(fd);
           continue;
@@ -1382,6 +1416,7 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
       if (int kept = drop_shim_events(events, k); kept > 0 || left == 0) return kept;
     }
   }
+  EpollGroup::found().clear();
   int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
   if (got > 0) g->add_errors(events, got);
   if (got > 1) g->order_by_arrival(events, got);
