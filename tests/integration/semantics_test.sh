@@ -298,9 +298,10 @@ done
 kill "${busy_pids[@]}" 2>/dev/null; wait "${busy_pids[@]}" 2>/dev/null
 # At ASan's speed under two busy loops a handshake can outlast those 20 ms
 # (1 run in 10 in CI, 2 in 10 locally): there every run must be TCP's or
-# that, each logged, and at least half TCP's; in the normal build every run
-# must be TCP's.
-allowed_late=0; [ "${SMCR_SANITIZE:-OFF}" = ON ] && allowed_late=5
+# that, each logged, and at least half TCP's. In the normal build too, once
+# (CI, with another test running beside the two busy loops: 9 of 10 TCP's,
+# 1 late); the regression this guards against failed 29 runs in 30.
+allowed_late=1; [ "${SMCR_SANITIZE:-OFF}" = ON ] && allowed_late=5
 check "SMC-R under CPU load: buffer_sizes as over TCP in every run ($loaded_ok of 10; $loaded_late a handshake past the 20 ms bound, $allowed_late allowed)" \
   [ "$loaded_ok" = 10 -o \( $((loaded_ok + loaded_late)) = 10 -a "$loaded_late" -le "$allowed_late" \) ]
 # A client whose Confirm comes after the server's CLC deadline (a hostile or
