@@ -472,6 +472,8 @@ class Connection {
   // seen, not after its engine has taken the link message that also
   // carries it (a command sent on another connection after our close was
   // handled first: redis' replication tests).
+  // Not called: it made a plain client of an smc_run server hang
+  // (apps.asyncio_iperf3_sockperf); kept for the fix (docs/ARCHITECTURE.md).
   void wake_peer_for_end_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // We hold the peer's readiness socket and it has not taken it back.
   bool may_ring_peer_locked(uint8_t* page) const SMCR_REQUIRES(mu_);

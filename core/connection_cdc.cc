@@ -267,7 +267,6 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     bool state_change = m.flags.peer_conn_abort || m.flags.peer_conn_closed || m.flags.urgent_present ||
                         (m.flags.peer_done_writing && !tx_.published_done);
     tx_.published_done = m.flags.peer_done_writing;
-    if (ends) wake_peer_for_end_locked(page);
     if (!state_change && wake_peer_locked(page, m, data_moved, window_moved)) {
       if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;  // delivered: it is in the peer's memory
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);

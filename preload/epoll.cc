@@ -1376,16 +1376,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     n = g->collect(events, maxevents, call);
-    if (n > 0) {
-      // What the kernel has too (an end that this collect processed from
-      // memory shows on its readiness socket): reported together, to be
-      // put in order (order_by_arrival).
-      if (n < maxevents) {
-        int k2 = wait_kernel(events + n, maxevents - n, 0);
-        if (k2 > 0) n += k2;
-      }
-      return n;
-    }
+    if (n > 0) return n;
     // Woken for nothing (a mark whose data was read meanwhile), or the
     // time is up.
     if (may_sleep && before == 0 && !napping) return 0;
