@@ -466,15 +466,6 @@ class Connection {
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) SMCR_REQUIRES(mu_);
-  // An end (D, C, A) just published: the peer's waiting application thread
-  // is woken as for data (its ready set marked, or its readiness socket
-  // rung), so that it sees the end as soon as a TCP peer's FIN would be
-  // seen, not after its engine has taken the link message that also
-  // carries it (a command sent on another connection after our close was
-  // handled first: redis' replication tests).
-  // Not called: it made a plain client of an smc_run server hang
-  // (apps.asyncio_iperf3_sockperf); kept for the fix (docs/ARCHITECTURE.md).
-  void wake_peer_for_end_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // We hold the peer's readiness socket and it has not taken it back.
   bool may_ring_peer_locked(uint8_t* page) const SMCR_REQUIRES(mu_);
   // A cursor update goes through memory (the peer's control page, its bell

@@ -139,27 +139,6 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   return delivered;
 }
 
-void Connection::wake_peer_for_end_locked(uint8_t* page) {
-  if (cdcmem::direct_forbidden(page)) return;
-  uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
-  if (!(want_data & cdcmem::kArmed)) return;
-  // A plain arming needs the peer's readiness socket; a ready set's does not.
-  const bool for_set = want_data & cdcmem::kForSet;
-  if (!for_set && !may_ring_peer_locked(page)) return;
-  auto ringing = cdcmem::ringing(page);
-  ringing.fetch_add(1, std::memory_order_seq_cst);
-  if (!cdcmem::direct_forbidden(page) && cdcmem::take_for_end(page, want_data)) {
-    if (for_set) {
-      mark_peer_set_locked(page);
-    } else {
-      char b = 'r';
-      sys::send(mem_.peer_bell_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-      counters().peer_doorbells.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  ringing.fetch_sub(1, std::memory_order_seq_cst);
-}
-
 bool Connection::mark_peer_set_locked(uint8_t* page) {
   cdcmem::ReadySetSlot where = cdcmem::ready_set_slot(page);
   if (!fabric_.group) return false;
