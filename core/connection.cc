@@ -207,6 +207,13 @@ bool Connection::try_ref() {
 void Connection::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   g_live.fetch_sub(1, std::memory_order_relaxed);
+  {
+    // Not counted by its set any more (it was released without a last
+    // set_deferral(nullptr): a set may outlive it).
+    MutexLock lock(mu_);
+    if (ready_.kernel_counted) ready_.kernel_counted->kernel_armed.fetch_sub(1, std::memory_order_relaxed);
+    ready_.kernel_counted = nullptr;
+  }
   std::lock_guard<std::mutex> lock(g_pool_mu);
   next_free_ = g_pool;
   g_pool = this;
@@ -352,6 +359,7 @@ uint32_t Connection::reported_sndbuf() {
 void Connection::unlock() {
   for (;;) {
     drain_inbox_locked();
+    count_kernel_armed_locked();
     mu_.unlock();
     if (!inbox_nonempty_.load(std::memory_order_acquire)) return;
     // Parked after our drain: process it unless another holder will.

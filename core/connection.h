@@ -69,6 +69,13 @@ class ReadinessDeferral {
   // parked, and how. `group`: its link group (null: no ready set).
   virtual Parking park(Connection* c, int key, LinkGroup* group) = 0;
 
+  // Its connections whose readiness socket may show data now (armed as
+  // usual, so that the peer rings it, or rung already): a wait that found
+  // other connections' data in memory looks at the kernel too while there
+  // are any, or it would report newer data before theirs. Kept by each
+  // connection as it is released (Connection::count_kernel_armed_locked).
+  std::atomic<int> kernel_armed{0};
+
  protected:
   ~ReadinessDeferral() = default;
 };
@@ -302,6 +309,9 @@ class Connection {
   // CLOCK_MONOTONIC ns), so that epoll reports connections in the order
   // their data came; 0 when unknown (no control page, busy, nothing).
   uint64_t arrival_stamp();
+  // Returns once no other thread holds the connection (taken and let go;
+  // what it parked meanwhile is processed). The caller holds no lock.
+  void wait_until_released();
   // Everything epoll would report for the fd now (EPOLLIN, EPOLLOUT,
   // EPOLLRDHUP, EPOLLHUP, EPOLLERR, EPOLLPRI and their NORM/BAND twins), for
   // a registration the interposition keeps in memory (preload/epoll.cc,
@@ -463,6 +473,8 @@ class Connection {
   // The arming itself, shared by the two above: the word in our page, then
   // a CDC published before the peer saw it.
   void set_data_arming_locked() SMCR_REQUIRES(mu_);
+  // ReadinessDeferral::kernel_armed, brought up to date (on every release).
+  void count_kernel_armed_locked() SMCR_REQUIRES(mu_);
   // After publishing a CDC: wakes the peer by the bits it set. False if the
   // peer must get the CDC as a link message instead.
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) SMCR_REQUIRES(mu_);
@@ -772,6 +784,7 @@ class Connection {
     bool rd_armed = false, wr_armed = false;  // our wait bits are set (maybe claimed since)
     bool in_reader = false;        // recvv holds the connection
     ReadinessDeferral* deferral = nullptr;  // who arms for us (set_deferral)
+    ReadinessDeferral* kernel_counted = nullptr;  // counts us in kernel_armed
     int deferral_key = -1;
     bool parked = false;           // unarmed and empty: deferral arms before sleeping
     bool rd_for_set = false;       // rd_armed names the ready set below (cdcmem::kForSet)

@@ -83,6 +83,17 @@ void Connection::set_data_arming_locked() {
   pull_cdc_locked();
 }
 
+void Connection::count_kernel_armed_locked() {
+  ReadinessDeferral* in = nullptr;
+  if (ready_.deferral && ((ready_.rd_armed && !ready_.rd_for_set) || ready_.rd_owed > 0)) in = ready_.deferral;
+  if (in == ready_.kernel_counted) return;
+  // Groups are never freed (preload/epoll.cc reuses them): the pointer
+  // stays valid after the set is gone.
+  if (ready_.kernel_counted) ready_.kernel_counted->kernel_armed.fetch_sub(1, std::memory_order_relaxed);
+  if (in) in->kernel_armed.fetch_add(1, std::memory_order_relaxed);
+  ready_.kernel_counted = in;
+}
+
 bool Connection::disarm_data_locked() {
   bool for_set = ready_.rd_for_set;
   ready_.rd_armed = ready_.rd_for_set = false;
@@ -309,6 +320,11 @@ Connection::Parked Connection::poll_parked(ReadinessDeferral* d, bool* writable,
   if (rx_.space.used(rx_.prod, rx_.cons).value_or(0) == 0) return Parked::kEmpty;
   if (since) *since = mem_.control ? cdcmem::ready_since(mem_.control) : 0;
   return Parked::kReadable;
+}
+
+void Connection::wait_until_released() {
+  if (foreign()) return;
+  Hold lock(*this);
 }
 
 uint64_t Connection::arrival_stamp() {

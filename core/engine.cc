@@ -594,8 +594,12 @@ void Engine::loop() {
         if (!w->watched || w->group->failed()) continue;
         // A thread polling the link takes its messages itself, and arms it
         // if it gives up: the tick is for a link whose polling has stopped.
+        // A thread that polled within SMCR_REARM_DEFER_US is between two
+        // polls (handling what it took): what came meanwhile is its next
+        // poll's, not an engine hop (under load a reply's handling takes
+        // longer than a tick).
         Link* link = w->group->link_at(w->slot);
-        if (kicked || (link->rearm_deferred() && !link->app_polling())) drain_link(im->epfd, w, false);
+        if (kicked || (link->rearm_deferred() && !link->app_polling_recently())) drain_link(im->epfd, w, false);
       }
     }
     std::vector<LinkGroup*> adds, retires;

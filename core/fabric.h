@@ -157,8 +157,9 @@ class Link {
   // polls the link (core/fabric_verbs.h: deferred re-arm): the engine
   // drains it again within a tick, and arms once the polling stops.
   virtual bool rearm_deferred() const { return false; }
-  // A thread is between app_poll_begin and app_poll_end now.
-  virtual bool app_polling() const { return false; }
+  // A thread is between app_poll_begin and app_poll_end now, or left it
+  // within SMCR_REARM_DEFER_US, still polling (it comes back for more).
+  virtual bool app_polling_recently() const { return false; }
 };
 
 }  // namespace smcr

@@ -246,7 +246,7 @@ class VerbsLink final : public Link {
   bool app_poll_end(bool will_sleep, const std::function<bool(std::span<const uint8_t>)>& take,
                     bool* engine_owed) override;
   bool rearm_deferred() const override { return rearm_deferred_.load(std::memory_order_acquire); }
-  bool app_polling() const override { return app_pollers_.load(std::memory_order_relaxed) > 0; }
+  bool app_polling_recently() const override;
 
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   // Why the link failed (first error completion or post failure), or "".
@@ -287,8 +287,6 @@ class VerbsLink final : public Link {
   // refuses one; that one and the rest to pending_ (for the engine).
   bool app_take_locked(const std::function<bool(std::span<const uint8_t>)>& take, bool* engine_owed)
       SMCR_REQUIRES(drain_mu_);
-  // An application thread polls now or did within rearm_defer_ns().
-  bool app_polling_recently() const;
   void fail(const std::string& reason);
   Staging* staging_for(const RemoteRmb& rmb);
 

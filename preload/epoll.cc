@@ -52,6 +52,10 @@ bool deferral_enabled() {
 // EpollGroup::park): each is looked at by every wait.
 constexpr size_t kMaxParked = 64;
 
+// How many times a wait that found events waits for a marked connection
+// another thread holds and looks again (EpollGroup::collect).
+constexpr int kHeldRetries = 4;
+
 // SMCR_READY_SETS=0 parks without ready sets (as before them: at most
 // kMaxParked per set, looked at by every wait).
 bool ready_sets_enabled() {
@@ -608,8 +612,27 @@ class EpollGroup final : public ReadinessDeferral {
     // A ready set may be marked after its last registration left (a
     // stale arming): drained all the same, or a sleep would never come.
     if (!has_parked() && !has_rings_.load(std::memory_order_relaxed)) return 0;
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::unique_lock<std::recursive_mutex> lock(mu_);
     int n = collect_ready_locked(out, max, call);
+    // A marked connection held by another thread (our engine, taking a
+    // link message for it: a new connection's first data, whose sender
+    // also marked it) may have data older than what was found: reported by
+    // a later call, it would come after newer data of others
+    // (order_by_arrival sorts one call's events only). Its holder is
+    // waited for, outside the set's lock, as arrival_stamp does.
+    for (int tries = 0; !held_conns_.empty() && n > 0 && n < max && tries < kHeldRetries; ++tries) {
+      std::vector<Connection*> held;
+      held.swap(held_conns_);
+      lock.unlock();
+      for (Connection* c : held) {
+        c->wait_until_released();
+        c->unref();
+      }
+      lock.lock();
+      n += collect_ready_locked(out + n, max - n, call);
+    }
+    for (Connection* c : held_conns_) c->unref();
+    held_conns_.clear();
     if (!has_parked_.load(std::memory_order_relaxed) || n >= max) {
       if (n) counters().epoll_from_memory.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       return n;
@@ -1000,6 +1023,8 @@ class EpollGroup final : public ReadinessDeferral {
       });
     }
     busy_ = false;
+    for (Connection* c : held_conns_) c->unref();
+    held_conns_.clear();
     if (ready_.empty()) return 0;
     int n = 0;
     size_t kept = 0;
@@ -1055,6 +1080,8 @@ class EpollGroup final : public ReadinessDeferral {
           // Held by another thread (our engine, marking it): looked at
           // again soon, even by a thread about to sleep (busy_).
           busy_ = true;
+          reg.conn->ref();
+          held_conns_.push_back(reg.conn);
           break;
       }
       if (keep) ready_[kept++] = fd;
@@ -1097,7 +1124,8 @@ class EpollGroup final : public ReadinessDeferral {
   std::vector<int> reported_;  // collect_ready_locked's scratch
   size_t ring_regs_ = 0;       // registrations with a ready set slot
   size_t virtual_regs_ = 0;    // registrations with virt
-  bool busy_ = false;          // the last look at ready_ found one held (kBusy)
+  bool busy_ = false;          // the last look at ready_ left one for later (held, or no room)
+  std::vector<Connection*> held_conns_;  // the last look at ready_ found these held (kBusy), referenced
   std::atomic<uint32_t> bell_events_{0};  // drain_bells
   std::vector<std::pair<int, epoll_event>> pending_;
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
@@ -1330,6 +1358,11 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
         n = g->collect(events, maxevents, call);
         if (n > 0) {
           g->spin().hit();
+          // A connection armed as usual (or already rung) reports through
+          // the kernel, and its data may be older than what memory gave
+          // (order_by_arrival sorts them): a look while there are any.
+          if (n < maxevents && g->kernel_armed.load(std::memory_order_relaxed) > 0)
+            if (int k = wait_kernel(events + n, maxevents - n, 0); k > 0) n += k;
           return n;
         }
       }
