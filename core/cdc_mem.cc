@@ -93,6 +93,11 @@ bool disarm(uint8_t* page, Want which) {
   return (want_word(page, which).fetch_and(~kArmed, std::memory_order_seq_cst) & kArmed) != 0;
 }
 
+bool take_for_end(uint8_t* page, uint64_t seen) {
+  if (!(seen & kArmed)) return false;
+  return want_word(page, Want::kData).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
+}
+
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {
   if (!(seen & kArmed) || (seen & kCursorMask) == cursor_bits(cursor)) return false;
   return want_word(page, which).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);

@@ -83,6 +83,9 @@ bool disarm(uint8_t* page, Want which);
 // a different cursor; true if this call took it, and the wake-up is then this
 // caller's to deliver.
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor);
+// Sender, having just published an end (D, C or A): takes the data arming
+// `seen` whatever cursor it names (the end is news without new data).
+bool take_for_end(uint8_t* page, uint64_t seen);
 
 // Receiver: set once to have every CDC posted on the link and the
 // readiness socket never touched by the peer again (a handover).

@@ -70,7 +70,7 @@ class ReadinessDeferral {
   virtual Parking park(Connection* c, int key, LinkGroup* group) = 0;
 
   // Its connections whose readiness socket may show data now (armed as
-  // usual, so that the peer rings it, or rung already): a wait that found
+  // usual, so that the peer rings it, or rung already) or an end: a wait that found
   // other connections' data in memory looks at the kernel too while there
   // are any, or it would report newer data before theirs. Kept by each
   // connection as it is released (Connection::count_kernel_armed_locked).
@@ -505,6 +505,9 @@ class Connection {
   // Writer: the peer's kForSet arming we took: mark its slot, and wake its
   // set if asleep. False if that set is not known here (yet).
   bool mark_peer_set_locked(uint8_t* page) SMCR_REQUIRES(mu_);
+  // An end just published: the peer's ready set marked, if it is parked
+  // for one (its engine hears of the end on the link all the same).
+  void mark_peer_set_for_end_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked() SMCR_REQUIRES(mu_);

@@ -139,6 +139,19 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   return delivered;
 }
 
+void Connection::mark_peer_set_for_end_locked(uint8_t* page) {
+  // A ready set's arming only: a plain one would need a byte on the peer's
+  // readiness socket, which its engine's handling of the end does not
+  // expect (tried in tree 7df61b7: a peer's wait then hung).
+  if (cdcmem::direct_forbidden(page)) return;
+  uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
+  if (!(want_data & cdcmem::kArmed) || !(want_data & cdcmem::kForSet)) return;
+  auto ringing = cdcmem::ringing(page);
+  ringing.fetch_add(1, std::memory_order_seq_cst);
+  if (!cdcmem::direct_forbidden(page) && cdcmem::take_for_end(page, want_data)) mark_peer_set_locked(page);
+  ringing.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 bool Connection::mark_peer_set_locked(uint8_t* page) {
   cdcmem::ReadySetSlot where = cdcmem::ready_set_slot(page);
   if (!fabric_.group) return false;
@@ -251,6 +264,11 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
+    // The end goes on the link (below), through the peer's engine: a
+    // parked peer's wait also finds it in memory at once, so that it is
+    // not reported after what others sent it later (redis' replication
+    // tests close a link, then ask the master about it on another).
+    if (ends) mark_peer_set_for_end_locked(page);
   }
   uint64_t id = 0;
   if (bell_rides_locked(m)) {

@@ -85,7 +85,10 @@ void Connection::set_data_arming_locked() {
 
 void Connection::count_kernel_armed_locked() {
   ReadinessDeferral* in = nullptr;
-  if (ready_.deferral && ((ready_.rd_armed && !ready_.rd_for_set) || ready_.rd_owed > 0)) in = ready_.deferral;
+  // An end the readiness socket shows is the kernel's to report too.
+  if (ready_.deferral && ((ready_.rd_armed && !ready_.rd_for_set) || ready_.rd_owed > 0 || ready_.eof_signalled ||
+                          ready_.reset_signalled))
+    in = ready_.deferral;
   if (in == ready_.kernel_counted) return;
   // Groups are never freed (preload/epoll.cc reuses them): the pointer
   // stays valid after the set is gone.

@@ -494,7 +494,12 @@ class EpollGroup final : public ReadinessDeferral {
         events[k++] = events[i];
       }
     }
-    if (rang) drain_bells();
+    if (rang) {
+      drain_bells();
+      // A ready set was marked: what it holds may be older than the
+      // kernel's events, and is reported with them (order_by_arrival).
+      *queued = true;
+    }
     return k;
   }
 
@@ -882,6 +887,8 @@ class EpollGroup final : public ReadinessDeferral {
       case Connection::Parked::kBusy:
         busy_ = true;
         *keep = true;
+        reg.conn->ref();
+        held_conns_.push_back(reg.conn);
         return false;
       default:
         break;
@@ -1409,7 +1416,12 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     n = g->collect(events, maxevents, call);
-    if (n > 0) return n;
+    if (n > 0) {
+      // As in the spin: the kernel's events may be older.
+      if (n < maxevents && g->kernel_armed.load(std::memory_order_relaxed) > 0)
+        if (int k2 = wait_kernel(events + n, maxevents - n, 0); k2 > 0) n += k2;
+      return n;
+    }
     // Woken for nothing (a mark whose data was read meanwhile), or the
     // time is up.
     if (may_sleep && before == 0 && !napping) return 0;
