@@ -207,12 +207,14 @@ bool Connection::try_ref() {
 void Connection::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   g_live.fetch_sub(1, std::memory_order_relaxed);
-  {
-    // Not counted by its set any more (it was released without a last
-    // set_deferral(nullptr): a set may outlive it).
-    MutexLock lock(mu_);
+  // Not counted by its set any more (it was released without a last
+  // set_deferral(nullptr): a set may outlive it). Tried, not waited for:
+  // nobody holds a connection whose last reference goes, unless this
+  // thread itself (the count then stays one high: a look too many).
+  if (mu_.try_lock()) {
     if (ready_.kernel_counted) ready_.kernel_counted->kernel_armed.fetch_sub(1, std::memory_order_relaxed);
     ready_.kernel_counted = nullptr;
+    mu_.unlock();
   }
   std::lock_guard<std::mutex> lock(g_pool_mu);
   next_free_ = g_pool;
