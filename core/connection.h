@@ -505,9 +505,11 @@ class Connection {
   // Writer: the peer's kForSet arming we took: mark its slot, and wake its
   // set if asleep. False if that set is not known here (yet).
   bool mark_peer_set_locked(uint8_t* page) SMCR_REQUIRES(mu_);
-  // An end just published: the peer's ready set marked, if it is parked
-  // for one (its engine hears of the end on the link all the same).
-  void mark_peer_set_for_end_locked(uint8_t* page) SMCR_REQUIRES(mu_);
+  // Writer, having published data (`producer`, the CDC's) or an end (null:
+  // news whatever cursor the arming names): the peer's kForSet arming is
+  // taken and its set marked, if it is parked for one. Either way the CDC
+  // also goes on the link (a peer bell we lack yet, or an end).
+  void mark_peer_set_if_armed_locked(uint8_t* page, const cdc::Cursor* producer) SMCR_REQUIRES(mu_);
   // Blocking read with nothing to read: watch the control page for a while
   // before sleeping (bounded, adaptive). True if the peer published.
   bool spin_for_data_locked() SMCR_REQUIRES(mu_);

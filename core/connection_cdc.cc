@@ -100,14 +100,7 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
     // memory: otherwise a later write on an older connection of the same
     // peer, rung at once, overtook this one's data in the peer's epoll_wait
     // (redis' tests: a command on a new connection, then one on an old).
-    if (!data_moved || cdcmem::direct_forbidden(page)) return false;
-    uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
-    if (!(want_data & cdcmem::kArmed) || !(want_data & cdcmem::kForSet)) return false;
-    auto ringing = cdcmem::ringing(page);
-    ringing.fetch_add(1, std::memory_order_seq_cst);
-    if (!cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kData, want_data, m.producer))
-      mark_peer_set_locked(page);
-    ringing.fetch_sub(1, std::memory_order_seq_cst);
+    if (data_moved) mark_peer_set_if_armed_locked(page, &m.producer);
     return false;
   }
   uint64_t want_data = data_moved ? cdcmem::load_want(page, cdcmem::Want::kData) : 0;
@@ -139,16 +132,16 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   return delivered;
 }
 
-void Connection::mark_peer_set_for_end_locked(uint8_t* page) {
-  // A ready set's arming only: a plain one would need a byte on the peer's
-  // readiness socket, which its engine's handling of the end does not
-  // expect (tried in tree 7df61b7: a peer's wait then hung).
+void Connection::mark_peer_set_if_armed_locked(uint8_t* page, const cdc::Cursor* producer) {
   if (cdcmem::direct_forbidden(page)) return;
   uint64_t want_data = cdcmem::load_want(page, cdcmem::Want::kData);
   if (!(want_data & cdcmem::kArmed) || !(want_data & cdcmem::kForSet)) return;
   auto ringing = cdcmem::ringing(page);
   ringing.fetch_add(1, std::memory_order_seq_cst);
-  if (!cdcmem::direct_forbidden(page) && cdcmem::take_for_end(page, want_data)) mark_peer_set_locked(page);
+  // Taken only while direct wake-ups are allowed (a handover forbids them).
+  if (!cdcmem::direct_forbidden(page) &&
+      (producer ? cdcmem::take(page, cdcmem::Want::kData, want_data, *producer) : cdcmem::take_for_end(page, want_data)))
+    mark_peer_set_locked(page);
   ringing.fetch_sub(1, std::memory_order_seq_cst);
 }
 
@@ -268,7 +261,11 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     // parked peer's wait also finds it in memory at once, so that it is
     // not reported after what others sent it later (redis' replication
     // tests close a link, then ask the master about it on another).
-    if (ends) mark_peer_set_for_end_locked(page);
+    // A ready set's arming only: a plain one would need a byte on the
+    // peer's readiness socket (tried in tree 7df61b7: a plain sockperf
+    // client against an smc_run server then hung 3 runs in 5, cause not
+    // found).
+    if (ends) mark_peer_set_if_armed_locked(page, nullptr);
   }
   uint64_t id = 0;
   if (bell_rides_locked(m)) {

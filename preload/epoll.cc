@@ -1310,6 +1310,15 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
     if (queued && kept < max) kept += g->collect(out + kept, max - kept, call);
     return kept;
   };
+  // `n` events found in memory by the spin or after a sleep: a connection
+  // armed as usual, rung or at an end reports through the kernel, and its
+  // news may be older (order_by_arrival sorts them): a look while the set
+  // has any.
+  auto with_older_kernel_events = [&](int n) {
+    if (n < maxevents && g->kernel_armed.load(std::memory_order_relaxed) > 0)
+      if (int k = wait_kernel(events + n, maxevents - n, 0); k > 0) n += k;
+    return n;
+  };
   g->resolve_pending();
   // The kernel's set gets a look whenever memory answers (below): with one
   // slot left for it, or, with room for one event only, on its turn.
@@ -1365,12 +1374,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
         n = g->collect(events, maxevents, call);
         if (n > 0) {
           g->spin().hit();
-          // A connection armed as usual (or already rung) reports through
-          // the kernel, and its data may be older than what memory gave
-          // (order_by_arrival sorts them): a look while there are any.
-          if (n < maxevents && g->kernel_armed.load(std::memory_order_relaxed) > 0)
-            if (int k = wait_kernel(events + n, maxevents - n, 0); k > 0) n += k;
-          return n;
+          return with_older_kernel_events(n);
         }
       }
       if ((i & 15) == 0) {
@@ -1416,12 +1420,7 @@ int wait_with_deferral(EpollGroup* g, WaitKernelRaw& wait_kernel_raw, struct epo
       return k;
     }
     n = g->collect(events, maxevents, call);
-    if (n > 0) {
-      // As in the spin: the kernel's events may be older.
-      if (n < maxevents && g->kernel_armed.load(std::memory_order_relaxed) > 0)
-        if (int k2 = wait_kernel(events + n, maxevents - n, 0); k2 > 0) n += k2;
-      return n;
-    }
+    if (n > 0) return with_older_kernel_events(n);
     // Woken for nothing (a mark whose data was read meanwhile), or the
     // time is up.
     if (may_sleep && before == 0 && !napping) return 0;
