@@ -157,13 +157,6 @@ void Connection::maybe_send_consumer_update_locked() {
   uint32_t cap = rx_.space.capacity();
   uint32_t gain = rx_.space.used(rx_.cons, rx_.cons_sent).value_or(0);
   if (gain == 0) return;
-  // Through memory an update costs a cache line: the writer always sees the
-  // whole window (more often than RFC 4.5.1 requires, which it allows).
-  if (uint8_t* page = fabric_.peer_rmb_on[static_cast<size_t>(fabric_.slot)].control;
-      page && may_ring_peer_locked(page)) {
-    send_cdc_locked(false, false, false);
-    return;
-  }
   uint32_t writer_view_used = rx_.space.used(rx_.prod, rx_.cons_sent).value_or(cap);
   uint32_t writer_window = cap - std::min(cap, writer_view_used);
   bool rule_a = writer_window < cap / 2 && gain >= cap / 10;
