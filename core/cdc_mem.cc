@@ -33,6 +33,20 @@ static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kUrgentAt + 8 <= 64);
 static_assert(kSlotAt[1] + 64 <= kWantDataAt && kRingingAt + 4 <= kControlBytes);
 static_assert(kSlotAt[0] == layout::kSlot0 && kSlotAt[1] == layout::kSlot1 && kCdcAt == layout::kCdcInSlot);
 
+// A slot's word: the number of the publish it holds, shifted left by one,
+// with kSlotBusy set while the sender writes it. The number lets a receiver
+// that knows publish `seen` find publish seen + 1 in its slot, (seen + 1) % 2,
+// without loading the version line first: one cache line moves per CDC, not
+// two (a cross-core transfer is ~300 ns on some VMs).
+constexpr uint32_t kSlotBusy = 1;
+
+// Whether a slot word names a complete publish after `seen` (31-bit numbers).
+bool slot_ahead(uint32_t word, uint32_t seen) {
+  if (word & kSlotBusy) return false;
+  uint32_t d = ((word >> 1) - seen) & 0x7FFFFFFFu;
+  return d != 0 && d < 0x40000000u;
+}
+
 // A racing writer may be in the middle of an update; after this many tries
 // the reader leaves it for its next look (a live writer finishes in ns).
 constexpr int kFetchTries = 64;
@@ -124,36 +138,68 @@ uint32_t publish(uint8_t* page, const cdc::Message& m) {
     urgent_valid = 1;
   }
   auto lock = u32_at(page, slot + kSlotLockAt);
-  uint32_t odd = lock.load(std::memory_order_relaxed) | 1u;
-  lock.store(odd, std::memory_order_relaxed);
+  lock.store(n << 1 | kSlotBusy, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   u64_at(page, slot + kUrgentAt).store(urgent, std::memory_order_relaxed);
   u32_at(page, slot + kUrgentValidAt).store(urgent_valid, std::memory_order_relaxed);
   for (size_t i = 0; i < kCdcWords; ++i) u64_at(page, slot + kCdcAt + 8 * i).store(words[i], std::memory_order_relaxed);
-  lock.store(odd + 1, std::memory_order_release);
+  lock.store(n << 1, std::memory_order_release);
   // Sequentially consistent: the receiver's wait bits are read after this
   // (see the header), and the RMB bytes written before it are visible first.
   count.store(n, std::memory_order_seq_cst);
   return n;
 }
 
+bool news(const uint8_t* page, uint32_t seen) {
+  uint32_t word = u32_at(page, kSlotAt[(seen + 1) & 1] + kSlotLockAt).load(std::memory_order_acquire);
+  // Complete: it holds publish seen + 1 or later, or (publishes complete in
+  // order) nothing after `seen` is complete anywhere. The version line, which
+  // every publish moves, stays where it is.
+  if (!(word & kSlotBusy)) return slot_ahead(word, seen);
+  // Being rewritten with seen + 3 or later: the other slot holds seen + 2.
+  // The version says (behind `seen` while the count of a publish read from
+  // its slot has not landed yet).
+  return static_cast<int32_t>(version(page) - seen) > 0;
+}
+
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent) {
   auto count = u32_at(page, kVersionAt);
   for (int i = 0; i < kFetchTries; ++i) {
-    uint32_t n = count.load(std::memory_order_acquire);
-    if (n == *seen) return false;
-    // Slot n % 2 holds publish n, or a later one if the sender has moved on
-    // twice meanwhile (then the count has too, and a retry reads that).
-    const size_t slot = kSlotAt[n & 1];
-    auto lock = u32_at(page, slot + kSlotLockAt);
-    uint32_t before = lock.load(std::memory_order_acquire);
-    if (before & 1u) continue;
+    // The slot of publish seen + 1 holds it or a later one of its parity,
+    // and the other slot a later one still if the sender has moved on (a
+    // line this reader holds already when it has not: no transfer).
+    size_t slot = kSlotAt[(*seen + 1) & 1];
+    uint32_t before = u32_at(page, slot + kSlotLockAt).load(std::memory_order_acquire);
+    uint32_t n;
+    if (slot_ahead(before, *seen)) {
+      n = *seen + (((before >> 1) - *seen) & 0x7FFFFFFFu);
+      const size_t other = kSlotAt[(n & 1) ^ 1];
+      if (uint32_t later = u32_at(page, other + kSlotLockAt).load(std::memory_order_acquire); slot_ahead(later, n)) {
+        slot = other;
+        before = later;
+        n += ((later >> 1) - n) & 0x7FFFFFFFu;
+      }
+    } else {
+      n = count.load(std::memory_order_acquire);
+      // Behind *seen too: the slot read before showed a publish whose count
+      // store has not landed yet.
+      if (static_cast<int32_t>(n - *seen) <= 0) return false;
+      // Slot n % 2 holds publish n, or a later one if the sender has moved on
+      // twice meanwhile (then the count has too, and a retry reads that).
+      slot = kSlotAt[n & 1];
+      before = u32_at(page, slot + kSlotLockAt).load(std::memory_order_acquire);
+      if (before & kSlotBusy) continue;
+      // The slot names the publish it holds: *seen must be that one, not
+      // n, or a later look would take the slot of n + 1 for news and move
+      // the cursors back.
+      if (slot_ahead(before, *seen)) n = *seen + (((before >> 1) - *seen) & 0x7FFFFFFFu);
+    }
     uint64_t words[kCdcWords];
     for (size_t k = 0; k < kCdcWords; ++k) words[k] = u64_at(page, slot + kCdcAt + 8 * k).load(std::memory_order_relaxed);
     uint64_t u = u64_at(page, slot + kUrgentAt).load(std::memory_order_relaxed);
     uint32_t uvalid = u32_at(page, slot + kUrgentValidAt).load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (lock.load(std::memory_order_relaxed) != before) continue;
+    if (u32_at(page, slot + kSlotLockAt).load(std::memory_order_relaxed) != before) continue;
     *seen = n;
     uint8_t wire[kCdcWords * 8];
     std::memcpy(wire, words, sizeof wire);

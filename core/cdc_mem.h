@@ -3,8 +3,8 @@
 // in the same memfd, as SMC-D writes its CDC into the peer's DMB, instead of
 // travelling as link messages that the receiver's engine thread must wake up
 // for. The receiving application thread reads the newest CDC itself when it
-// next takes the connection (a load of the version word when nothing
-// changed), so a message costs the sender a memcpy and a cache line, and the
+// next takes the connection (a load of the next publish's slot word when
+// nothing changed), so a message costs the sender a memcpy and a cache line, and the
 // receiver no context switch of its own engine.
 //
 // Wake-ups: the receiver says in the same page what it waits for (data, or
@@ -105,9 +105,13 @@ struct UrgentRecord {
 uint32_t publish(uint8_t* page, const cdc::Message& m);
 // The version word: the number of completed publishes.
 uint32_t version(const uint8_t* page);
-// Receiver: the newest completed CDC and the urgent record if the version
-// differs from *seen; updates *seen. A publish in progress does not hide the
-// one before it. False when nothing new, when the bytes do not decode, or
+// Receiver: whether a CDC after publish `seen` is there to fetch. Looks at
+// the slot the next publish goes to, and at the version only when that slot
+// is being written or holds nothing newer.
+bool news(const uint8_t* page, uint32_t seen);
+// Receiver: the newest completed CDC and the urgent record if there is one
+// after *seen; updates *seen. A publish in progress does not hide the one
+// before it. False when nothing new, when the bytes do not decode, or
 // (a sender outpacing every try, in practice never) call again later.
 bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord* urgent);
 

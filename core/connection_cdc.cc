@@ -53,7 +53,7 @@ void Connection::pull_cdc_locked() {
   // becomes its own data stream after the handover, take the owner's arming,
   // and post CDCs with stale cursors (the peer aborts). Only the owner reads.
   if (foreign()) return;
-  if (!mem_.control || close_.released || cdcmem::version(mem_.control) == mem_.control_seen) return;
+  if (!mem_.control || close_.released || !cdcmem::news(mem_.control, mem_.control_seen)) return;
   cdc::Message m;
   cdcmem::UrgentRecord urgent;
   if (!cdcmem::fetch(mem_.control, &mem_.control_seen, &m, &urgent)) return;

@@ -425,7 +425,7 @@ bool Connection::watch_control_page_locked(SpinBackoff& backoff) {
   uint32_t seen = mem_.control_seen;
   int64_t deadline = sys::now_ns() + spin_budget_ns();
   for (uint32_t i = 1;; ++i) {
-    if (cdcmem::version(mem_.control) != seen || inbox_nonempty_.load(std::memory_order_relaxed)) {
+    if (cdcmem::news(mem_.control, seen) || inbox_nonempty_.load(std::memory_order_relaxed)) {
       backoff.hit();
       drain_inbox_locked();
       return true;

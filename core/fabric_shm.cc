@@ -24,7 +24,10 @@ namespace smcr {
 namespace {
 
 constexpr uint8_t kShmGidMarker[4] = {0xfd, 0x53, 0x4d, 0x48};  // "SMH": a ULA nobody routes
-constexpr uint64_t kHelloMagic = 0x534d435253484d31ull;          // "SMCRSHM1"
+// "SMCRSHM2": the control page's slot words number their publishes
+// (core/cdc_mem.cc); a peer of the first layout fails the rendezvous and the
+// connection stays TCP.
+constexpr uint64_t kHelloMagic = 0x534d435253484d32ull;
 constexpr size_t kHelloLen = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 4;
 constexpr size_t kReplyLen = 8 + 4;
 

@@ -101,6 +101,45 @@ TEST(CdcMem, ASenderStoppedMidPublishLeavesItsLastCompleteCdcReadable) {
   EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));  // nothing newer is complete
 }
 
+// The sender completes the slot before it counts the publish: a receiver
+// that knows the publish before finds the next one in its slot, with the
+// version word (another cache line) not yet moved, and not twice.
+TEST(CdcMem, TheNextPublishIsFoundInItsSlotBeforeTheVersionMoves) {
+  Page page;
+  publish(page.p(), cdc_with(1, 100, 4));
+  uint32_t seen = 0;
+  cdc::Message out;
+  UrgentRecord urgent;
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  ASSERT_EQ(seen, 1u);
+  publish(page.p(), cdc_with(2, 200, 8));
+  page.bytes[0] = 1;  // the version word (little-endian) as it was before publish 2
+  EXPECT_TRUE(news(page.p(), seen));
+  ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+  EXPECT_EQ(out, cdc_with(2, 200, 8));
+  EXPECT_EQ(seen, 2u);
+  page.bytes[0] = 2;  // the sender's count store lands
+  EXPECT_FALSE(news(page.p(), seen));
+  EXPECT_FALSE(fetch(page.p(), &seen, &out, &urgent));
+}
+
+// Publishes far ahead of the reader: both slots hold newer ones, and the
+// reader takes the newest, whichever slot it is in.
+TEST(CdcMem, AReaderFarBehindTakesTheNewestFromEitherSlot) {
+  for (uint16_t last = 3; last <= 4; ++last) {
+    Page page;
+    for (uint16_t seq = 1; seq <= last; ++seq) publish(page.p(), cdc_with(seq, 100u * seq, 4));
+    uint32_t seen = 0;
+    cdc::Message out;
+    UrgentRecord urgent;
+    EXPECT_TRUE(news(page.p(), seen));
+    ASSERT_TRUE(fetch(page.p(), &seen, &out, &urgent));
+    EXPECT_EQ(out.seq, last);
+    EXPECT_EQ(seen, last);
+    EXPECT_FALSE(news(page.p(), seen));
+  }
+}
+
 TEST(CdcMem, TheNewestUrgentRecordWinsAndCarriesOverBothSlots) {
   Page page;
   cdc::Message u1 = cdc_with(5, 300, 4);
@@ -137,7 +176,7 @@ TEST(CdcMem, ConcurrentReaderNeverSeesATornCdc) {
     }
     stop = true;
   });
-  uint32_t seen = 0;
+  uint32_t seen = 0, last = 0;
   reader_started = true;
   while (!stop.load()) {
     cdc::Message out;
@@ -149,6 +188,11 @@ TEST(CdcMem, ConcurrentReaderNeverSeesATornCdc) {
     ASSERT_EQ(out.producer.offset, i * 7 + 4);
     ASSERT_EQ(out.consumer.offset, i * 3 + 4);
     ASSERT_EQ(out.seq, static_cast<uint16_t>(i));
+    // Never an older one after a newer one (the cursors would move back),
+    // and *seen names the publish that was read.
+    ASSERT_EQ(seen, i);
+    ASSERT_GT(i, last);
+    last = i;
   }
   writer.join();
   EXPECT_GT(reads.load(), 0u);
