@@ -643,13 +643,22 @@ class ConnRig {
   void keep_ringing_count_clear() { cdcmem::ringing(ours_.control).store(0); }
 
   // The CDCs the connection could read from its control page now (either
-  // slot: the version word may be anything), with their urgent records.
+  // slot whose word is not busy: the words may name any publish, the version
+  // word may be anything), with their urgent records. Each is read with
+  // cdcmem::fetch from a copy in which that slot holds the publish after the
+  // reader's and the other slot nothing newer.
   void refresh_page() {
     if (app_closed_) return;
-    std::memcpy(page_copy_, ours_.control, sizeof page_copy_);
     for (uint32_t parity = 0; parity < 2; ++parity) {
-      std::memcpy(page_copy_, &parity, sizeof parity);  // the version word (checked in LLVMFuzzerInitialize)
-      uint32_t seen = parity + 2;
+      std::memcpy(page_copy_, ours_.control, sizeof page_copy_);
+      const size_t at[2] = {cdcmem::layout::kSlot0, cdcmem::layout::kSlot1};
+      uint32_t word;
+      std::memcpy(&word, page_copy_ + at[parity], sizeof word);
+      if (word & 1u) continue;  // being written: never read
+      uint32_t seen = parity + 1, next = (parity + 2) << 1, none = 0;
+      std::memcpy(page_copy_ + at[parity], &next, sizeof next);
+      std::memcpy(page_copy_ + at[parity ^ 1], &none, sizeof none);
+      std::memcpy(page_copy_, &seen, sizeof seen);  // the version word (checked in LLVMFuzzerInitialize)
       cdc::Message m;
       cdcmem::UrgentRecord u;
       if (!cdcmem::fetch(page_copy_, &seen, &m, &u)) continue;

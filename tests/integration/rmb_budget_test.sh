@@ -34,8 +34,16 @@ trap 'rm -rf "$TMP"; cleanup' EXIT
 sizes_run SMCR_RMB_BUDGET_MB=32
 check "all $N connections SMC-R ($(stat_sum smc_active) active)" [ "$(stat_sum smc_active)" = "$N" ]
 check "the first 128 connections: 256 KiB each" [ "$(head -128 <<<"$SIZES" | sort -u)" = 262144 ]
+# Handshakes that overlap also log out of order: a 256 KiB one may end a few
+# lines after the first 128 KiB one (ASan build under load: 131 x 256 KiB,
+# 2 x 128 KiB, 1 x 256 KiB, 123 x 128 KiB). Each step may overlap the one
+# before by at most 16 lines, never the one before that.
 check "then smaller as they grow, never larger again: 128 KiB, then 64 KiB (32 MiB / connections)" \
-  [ "$(uniq <<<"$SIZES" | tr '\n' ' ')" = "262144 131072 65536 " ]
+  awk 'BEGIN { f128 = f64 = 0 } { seen[$1] = 1 }
+       $1 == 262144 { l256 = NR } $1 == 131072 { l128 = NR; if (!f128) f128 = NR } $1 == 65536 { if (!f64) f64 = NR }
+       END { n = 0; for (v in seen) n++
+             exit !(n == 3 && (262144 in seen) && (131072 in seen) && (65536 in seen) &&
+                    l256 - f128 < 16 && l128 - f64 < 16 && l256 < f64) }' <<<"$SIZES"
 # About: handshakes that overlap see the count of established connections
 # a few late (under CPU load, a dozen or more: 141 x 256 KiB, then 116 x
 # 128 KiB, seen with the tree of issue 18's third increment too).
