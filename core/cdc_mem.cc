@@ -40,11 +40,12 @@ static_assert(kSlotAt[0] == layout::kSlot0 && kSlotAt[1] == layout::kSlot1 && kC
 // two (a cross-core transfer is ~300 ns on some VMs).
 constexpr uint32_t kSlotBusy = 1;
 
-// Whether a slot word names a complete publish after `seen` (31-bit numbers).
-bool slot_ahead(uint32_t word, uint32_t seen) {
-  if (word & kSlotBusy) return false;
+// How far after `seen` the complete publish a slot word names lies (31-bit
+// numbers); 0 when the slot is busy or holds nothing after `seen`.
+uint32_t slot_lead(uint32_t word, uint32_t seen) {
+  if (word & kSlotBusy) return 0;
   uint32_t d = ((word >> 1) - seen) & 0x7FFFFFFFu;
-  return d != 0 && d < 0x40000000u;
+  return d < 0x40000000u ? d : 0;
 }
 
 // A racing writer may be in the middle of an update; after this many tries
@@ -155,7 +156,7 @@ bool news(const uint8_t* page, uint32_t seen) {
   // Complete: it holds publish seen + 1 or later, or (publishes complete in
   // order) nothing after `seen` is complete anywhere. The version line, which
   // every publish moves, stays where it is.
-  if (!(word & kSlotBusy)) return slot_ahead(word, seen);
+  if (!(word & kSlotBusy)) return slot_lead(word, seen) != 0;
   // Being rewritten with seen + 3 or later: the other slot holds seen + 2.
   // The version says (behind `seen` while the count of a publish read from
   // its slot has not landed yet).
@@ -171,13 +172,14 @@ bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord*
     size_t slot = kSlotAt[(*seen + 1) & 1];
     uint32_t before = u32_at(page, slot + kSlotLockAt).load(std::memory_order_acquire);
     uint32_t n;
-    if (slot_ahead(before, *seen)) {
-      n = *seen + (((before >> 1) - *seen) & 0x7FFFFFFFu);
+    if (uint32_t lead = slot_lead(before, *seen)) {
+      n = *seen + lead;
       const size_t other = kSlotAt[(n & 1) ^ 1];
-      if (uint32_t later = u32_at(page, other + kSlotLockAt).load(std::memory_order_acquire); slot_ahead(later, n)) {
+      uint32_t later = u32_at(page, other + kSlotLockAt).load(std::memory_order_acquire);
+      if (uint32_t more = slot_lead(later, n)) {
         slot = other;
         before = later;
-        n += ((later >> 1) - n) & 0x7FFFFFFFu;
+        n += more;
       }
     } else {
       n = count.load(std::memory_order_acquire);
@@ -192,7 +194,7 @@ bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord*
       // The slot names the publish it holds: *seen must be that one, not
       // n, or a later look would take the slot of n + 1 for news and move
       // the cursors back.
-      if (slot_ahead(before, *seen)) n = *seen + (((before >> 1) - *seen) & 0x7FFFFFFFu);
+      if (uint32_t lead = slot_lead(before, *seen)) n = *seen + lead;
     }
     uint64_t words[kCdcWords];
     for (size_t k = 0; k < kCdcWords; ++k) words[k] = u64_at(page, slot + kCdcAt + 8 * k).load(std::memory_order_relaxed);
