@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -290,6 +291,95 @@ Result read_accepted_result(int listener_fd, int sockfd, int timeout_ms) {
   }
   errno = saved;
   return Result::kUndecided;
+}
+
+namespace {
+
+// The loads whose "offers" map this process has mapped: a listener is
+// registered by the load current when it opts in, and that load's map
+// counts its SYN-ACKs for as long as the listener lives (a reload starts
+// without it). Beside each, this process's count of accepted children that
+// had the option, per port (anonymous memory: untouched pages cost nothing).
+struct OffersMap {
+  std::uint32_t ino = 0;
+  const std::uint64_t* offered = nullptr;
+  std::uint64_t* accepted = nullptr;
+};
+constexpr int kOffersMaps = 8;
+OffersMap g_offers[kOffersMaps];
+std::atomic<int> g_offers_count{0};
+std::atomic<bool> g_offers_lock{false};
+constexpr std::size_t kOffersBytes = SMCR_OFFERS_PORTS * sizeof(std::uint64_t);
+
+const OffersMap* offers_entry(std::uint32_t slot) {
+  int i = static_cast<int>(slot >> 16) - 1;
+  if (i < 0 || i >= g_offers_count.load(std::memory_order_acquire)) return nullptr;
+  return &g_offers[i];
+}
+
+}  // namespace
+
+std::uint32_t offer_slot(std::uint16_t port) {
+  int saved = errno;
+  char path[kPathMax];
+  struct stat st;
+  if (!build_path(path, SMCR_PIN_OFFERS) || syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
+    errno = saved;
+    return 0;  // an older program without the map
+  }
+  std::uint32_t ino = static_cast<std::uint32_t>(st.st_ino);
+  while (g_offers_lock.exchange(true, std::memory_order_acquire)) {
+  }
+  int n = g_offers_count.load(std::memory_order_relaxed);
+  int found = -1;
+  for (int i = 0; i < n; ++i)
+    if (g_offers[i].ino == ino) found = i;
+  if (found < 0 && n < kOffersMaps) {
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.pathname = reinterpret_cast<std::uint64_t>(path);
+    // Read-write open, read-only mapping: mmap() refuses a shared mapping
+    // through a read-only descriptor; the map is frozen (smcr_ctl), so the
+    // mapping cannot be made writable either.
+    attr.file_flags = 0;
+    long fd = sys_bpf(BPF_OBJ_GET, &attr);
+    void* offered = MAP_FAILED;
+    if (fd >= 0) {
+      offered = mmap(nullptr, kOffersBytes, PROT_READ, MAP_SHARED, static_cast<int>(fd), 0);
+      sys_close(static_cast<int>(fd));  // the mapping keeps the map
+    }
+    void* accepted = offered == MAP_FAILED ? MAP_FAILED
+                                           : mmap(nullptr, kOffersBytes, PROT_READ | PROT_WRITE,
+                                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (accepted == MAP_FAILED) {
+      if (offered != MAP_FAILED) munmap(offered, kOffersBytes);
+    } else {
+      g_offers[n] = OffersMap{ino, static_cast<const std::uint64_t*>(offered), static_cast<std::uint64_t*>(accepted)};
+      found = n;
+      g_offers_count.store(n + 1, std::memory_order_release);
+    }
+  }
+  g_offers_lock.store(false, std::memory_order_release);
+  errno = saved;
+  return found < 0 ? 0 : (static_cast<std::uint32_t>(found + 1) << 16) | port;
+}
+
+bool offers_pending(std::uint32_t slot) {
+  const OffersMap* m = offers_entry(slot);
+  if (!m) return true;
+  std::uint16_t port = static_cast<std::uint16_t>(slot);
+  // The program's increment for a child happened before the kernel queued
+  // the child (its SYN-ACK went first), and our accept() took it from that
+  // queue after: the queue's lock orders the two.
+  std::uint64_t offered = std::atomic_ref<const std::uint64_t>(m->offered[port]).load(std::memory_order_acquire);
+  std::uint64_t accepted = std::atomic_ref<std::uint64_t>(m->accepted[port]).load(std::memory_order_acquire);
+  return offered != accepted;
+}
+
+void offer_accepted(std::uint32_t slot) {
+  const OffersMap* m = offers_entry(slot);
+  if (!m) return;
+  std::atomic_ref<std::uint64_t>(m->accepted[static_cast<std::uint16_t>(slot)]).fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool loaded() {

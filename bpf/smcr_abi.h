@@ -29,5 +29,10 @@
 #define SMCR_PIN_RESULT "result"  /* mode 0444: anyone may read (open BPF_F_RDONLY) */
 #define SMCR_PIN_FAIL   "synack_fail" /* mode 0600: internal */
 #define SMCR_PIN_LISTENERS "listeners" /* mode 0600: internal */
+#define SMCR_PIN_OFFERS "offers"  /* mode 0666, frozen: anyone may map it, nobody but the program writes it */
+
+/* "smcr_offers": per local port (the index), the count of SYN-ACKs that
+ * carried the option (u64; an array map with BPF_F_MMAPABLE). */
+#define SMCR_OFFERS_PORTS 65536
 
 #endif

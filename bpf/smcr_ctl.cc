@@ -53,6 +53,10 @@ struct PinEntry {
 constexpr PinEntry kPins[] = {
     {SMCR_PIN_LINK, 0600},   {SMCR_PIN_PROG, 0600},          {SMCR_PIN_OPTIN, 0666},
     {SMCR_PIN_RESULT, 0444}, {SMCR_PIN_FAIL, 0600}, {SMCR_PIN_LISTENERS, 0600},
+    // Writable for the open only: mmap() refuses a shared mapping of a map
+    // through a read-only descriptor (VM_SHARED goes with FMODE_WRITE), and
+    // the map is frozen at load, so no process writes it but the program.
+    {SMCR_PIN_OFFERS, 0666},
 };
 
 std::string pin_dir() {
@@ -178,8 +182,13 @@ int cmd_load(const std::string& cgroup_arg) {
     } maps[] = {{skel->maps.smcr_optin, SMCR_PIN_OPTIN},
                 {skel->maps.smcr_result, SMCR_PIN_RESULT},
                 {skel->maps.smcr_synack_fail, SMCR_PIN_FAIL},
-                {skel->maps.smcr_listeners, SMCR_PIN_LISTENERS}};
+                {skel->maps.smcr_listeners, SMCR_PIN_LISTENERS},
+                {skel->maps.smcr_offers, SMCR_PIN_OFFERS}};
     bool ok = true;
+    if (int e = bpf_map_freeze(bpf_map__fd(skel->maps.smcr_offers)); e) {
+      err("freeze map %s: %s", SMCR_PIN_OFFERS, strerror(-e));
+      break;
+    }
     for (auto& m : maps) {
       int e = bpf_map__pin(m.map, pin_path(m.name).c_str());
       if (e) {

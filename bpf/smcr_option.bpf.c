@@ -39,6 +39,10 @@
  *   registered (opted in before listen(), so it has TCP_SAVE_SYN and the child
  *   will carry the saved SYN), and (c) the SYN carried the option
  *   (BPF_LOAD_HDR_OPT_TCP_SYN reads the SYN being answered).
+ *   A SYN-ACK that gets the reservation is counted in "smcr_offers" (per
+ *   local port, read by the shim through a read-only mapping) before its
+ *   child can be queued: accept() reads a child's record only while the
+ *   port has an offer not yet matched by an accepted child with the option.
  *   PASSIVE_ESTABLISHED_CB on the child re-evaluates: the same listener
  *   lookup as (b), and the saved SYN (cookie children have none -> not ok,
  *   matching (a)). A child whose listener is not registered gets no record.
@@ -143,6 +147,33 @@ struct {
 	__type(key, struct listener_key);
 	__type(value, __u8);
 } smcr_listeners SEC(".maps");
+
+/* Per local port: SYN-ACKs that carried the option, counted before the
+ * child can be accepted (a TFO child's SYN-ACK goes before it is queued).
+ * Mapped read-only by the shim: a listener whose count equals the number of
+ * its process's accepted children that had the option has no child waiting
+ * that offered SMC-R, and its accept() skips the bpf(2) call for the
+ * child's record (bpf/option.h: offers_pending). Counted where the room is
+ * reserved (HDR_OPT_LEN_CB, once per SYN-ACK; the kernel asked WRITE_HDR_OPT
+ * twice per SYN-ACK here, measured on 6.18). Retransmitted SYN-ACKs, a store
+ * that failed after the reservation, and children never accepted only make
+ * the count higher: a look that is not needed, never one that is skipped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, SMCR_OFFERS_PORTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} smcr_offers SEC(".maps");
+
+static __always_inline void count_offer(struct bpf_sock_ops *skops)
+{
+	__u32 port = skops->local_port; /* host byte order */
+	__u64 *n = bpf_map_lookup_elem(&smcr_offers, &port);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
 
 /* kind, len, ExID (big endian on the wire) */
 static const __u8 smcr_opt_bytes[SMCR_OPT_LEN] = { 0xfe, 0x06, 0xe2, 0xd4, 0xc3, 0xd9 };
@@ -317,6 +348,8 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops *skops, struct bp
 			return;
 		if (bpf_reserve_hdr_opt(skops, SMCR_RESERVE, 0))
 			synack_failed(skops);
+		else
+			count_offer(skops);
 		return;
 	}
 
@@ -474,7 +507,14 @@ static __always_inline void on_passive_established(struct bpf_sock_ops *skops, s
 	r = result_of(sk, 1);
 	if (!r)
 		return;
-	tfo = skops->state == BPF_TCP_SYN_RECV;
+	/* A TFO child was made from its SYN and still holds the request sock.
+	 * (Not the state: every child is still in SYN_RECV at this callback,
+	 * the kernel moves it to ESTABLISHED after; measured on 6.18.) */
+	{
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+
+		tfo = tp && tp->fastopen_rsk;
+	}
 	f = SMCR_R_PASSIVE | SMCR_R_DONE;
 	/* Cookie children have no saved SYN: the load fails -> not ok, and the
 	 * cookie SYN-ACK carried no option either. */
@@ -486,6 +526,10 @@ static __always_inline void on_passive_established(struct bpf_sock_ops *skops, s
 			f |= SMCR_R_WE_SENT_SYNACK_OPT | SMCR_R_SMC_OK;
 	}
 	*r = f;
+	/* A TFO child is queued for accept() before its SYN-ACK is sure to have
+	 * gone: counted here too (a count too high is only a look too many). */
+	if (tfo && (f & SMCR_R_PEER_SYN_HAD_OPT))
+		count_offer(skops);
 	/* The flags inherited from the listener are only kept for a TFO child:
 	 * STATE_CB to re-check the SYN-ACK when it leaves SYN_RECV, WRITE_HDR_OPT
 	 * because its SYN-ACK is still to come (then cleared on its first

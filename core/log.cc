@@ -186,6 +186,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("bells_on_cdc", c.bells_on_cdc);
   f("epoll_from_memory", c.epoll_from_memory);
   f("epoll_ctl_in_memory", c.epoll_ctl_in_memory);
+  f("accept_unoffered", c.accept_unoffered);
   f("link_wakeups", c.link_wakeups);
   f("link_app_polled", c.link_app_polled);
   f("cdc_received", c.cdc_received);

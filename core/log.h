@@ -54,6 +54,7 @@ struct Counters {
   std::atomic<uint64_t> bells_on_cdc{0};    // ... and on a CDC that went on the link anyway
   std::atomic<uint64_t> epoll_from_memory{0};  // epoll events found in memory, no readiness socket rung
   std::atomic<uint64_t> epoll_ctl_in_memory{0};  // epoll_ctl calls on SMC-R fds answered without a system call
+  std::atomic<uint64_t> accept_unoffered{0};  // TCP children of opted-in listeners known without their record (bpfopt::offers_pending)
   std::atomic<uint64_t> link_wakeups{0};     // verbs: completion-channel events that woke the engine for a link
   std::atomic<uint64_t> link_app_polled{0};  // verbs: link messages an application thread took from the CQ itself
   std::atomic<uint64_t> link_failovers{0};       // links taken down with a survivor

@@ -86,10 +86,19 @@ class FdTable {
     if (!e) return;
     e->kind.store(k, std::memory_order_relaxed);
     e->flags.store(0, std::memory_order_relaxed);
+    e->offers.store(0, std::memory_order_relaxed);
     if (k == kFdUnknown) {  // the number is free: forget what its socket asked for
       e->rcvbuf.store(0, std::memory_order_relaxed);
       e->sndbuf.store(0, std::memory_order_relaxed);
     }
+  }
+  // An opted-in listener's bpfopt::offer_slot (0: none); set_kind clears it.
+  uint32_t offers(int fd) {
+    Entry* e = find(fd);
+    return e ? e->offers.load(std::memory_order_relaxed) : 0;
+  }
+  void set_offers(int fd, uint32_t slot) {
+    if (Entry* e = find(fd)) e->offers.store(slot, std::memory_order_relaxed);
   }
   // Per-number marks of a TCP socket that may still be taken over (FdFlag);
   // set_kind clears them.
@@ -139,6 +148,7 @@ class FdTable {
     std::atomic<uint8_t> kind{kFdUnknown};
     std::atomic<uint8_t> flags{0};
     std::atomic<uint32_t> rcvbuf{0}, sndbuf{0};
+    std::atomic<uint32_t> offers{0};  // a listener's bpfopt::offer_slot
   };
   Entry* find(int fd) {
     if (fd < 0 || fd >= kMaxFd) return nullptr;

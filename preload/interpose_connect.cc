@@ -96,7 +96,19 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   // An accepted child's record completes in the softirq that queued it, so
   // it may come a moment late; kAcceptRecordWaitMs only bounds a stalled CPU.
   constexpr int kAcceptRecordWaitMs = 2000;
-  Result r = client ? smcr::bpfopt::read_result(fd) : smcr::bpfopt::read_accepted_result(listener, fd, kAcceptRecordWaitMs);
+  Result r;
+  if (client) {
+    r = smcr::bpfopt::read_result(fd);
+  } else if (uint32_t offers = fd_table().offers(listener); offers && !smcr::bpfopt::offers_pending(offers)) {
+    // No SYN-ACK of this port carried the option that an accepted child
+    // has not matched: this one's did not, and no record needs reading (a
+    // TCP child of an opted-in listener costs no system call of ours).
+    r = Result::kNotBoth;
+    smcr::counters().accept_unoffered.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    r = smcr::bpfopt::read_accepted_result(listener, fd, kAcceptRecordWaitMs);
+    if (r == Result::kSmcBoth && offers) smcr::bpfopt::offer_accepted(offers);
+  }
   if (r != Result::kSmcBoth) {
     smcr::Fallback why = r == Result::kNotLoaded   ? smcr::Fallback::kBpfNotLoaded
                          : r == Result::kUndecided ? smcr::Fallback::kOptionUndecided
@@ -375,7 +387,13 @@ int listen(int fd, int backlog) {
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
     fd_table().add_flags(fd, defaults);
     int rc = real_listen(fd, backlog);
-    if (rc == 0 && opted) smcr::preload::own::listening(fd);
+    if (rc == 0 && opted) {
+      smcr::preload::own::listening(fd);
+      // Bound now (listen() bound an unbound socket to a port of its own).
+      llen = sizeof local;
+      if (smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
+        fd_table().set_offers(fd, smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local))));
+    }
     return rc;
   }
   return real_listen(fd, backlog);

@@ -19,6 +19,7 @@
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -495,6 +496,68 @@ TEST_F(BpfOption, WireBothOptedIn) {
   EXPECT_EQ(bo::read_accepted_result(p.listener, p.listener, 20), bo::Result::kUndecided);
 }
 
+// The per-port count of SYN-ACKs that carried the option (smcr_offers),
+// which lets accept() skip the record of a child that did not offer SMC-R:
+// counted before the child can be accepted, once per SYN-ACK, never for a
+// SYN-ACK without it; and no process but the program can write it.
+TEST_F(BpfOption, OffersCountEachSynAckThatCarriedTheOption) {
+  uint16_t lport = 0;
+  int l = make_listener(true, &lport);
+  ASSERT_GE(l, 0);
+  uint32_t slot = bo::offer_slot(lport);
+  ASSERT_NE(slot, 0u) << "the offers map could not be mapped";
+  EXPECT_FALSE(bo::offers_pending(slot));
+  // Positive control: an opted-in client's SYN-ACK is counted by the time
+  // its connect() returns, before the child is accepted.
+  for (int round = 0; round < 3; ++round) {
+    int c = connect_client(lport, true);
+    ASSERT_GE(c, 0);
+    EXPECT_TRUE(bo::offers_pending(slot)) << "round " << round;
+    int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(bo::read_accepted_result(l, s, 2000), bo::Result::kSmcBoth);
+    bo::offer_accepted(slot);
+    EXPECT_FALSE(bo::offers_pending(slot)) << "counted more than once, round " << round;
+    close(s);
+    close(c);
+  }
+  // A client that did not offer: not counted.
+  int c = connect_client(lport, false);
+  ASSERT_GE(c, 0);
+  int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(s, 0);
+  EXPECT_FALSE(bo::offers_pending(slot));
+  EXPECT_EQ(bo::read_accepted_result(l, s, 2000), bo::Result::kNotBoth);
+  close(s);
+  close(c);
+  // Frozen: neither an update nor a writable mapping, even through a
+  // read-write descriptor of the 0666 pin.
+  std::string pin = std::string(getenv("SMCR_BPF_PIN_DIR")) + "/offers";
+  union bpf_attr a;
+  memset(&a, 0, sizeof a);
+  a.pathname = reinterpret_cast<uint64_t>(pin.c_str());
+  int fd = static_cast<int>(syscall(SYS_bpf, BPF_OBJ_GET, &a, sizeof a));
+  ASSERT_GE(fd, 0) << strerror(errno);
+  uint32_t key = lport;
+  uint64_t zero = 0;
+  memset(&a, 0, sizeof a);
+  a.map_fd = static_cast<uint32_t>(fd);
+  a.key = reinterpret_cast<uint64_t>(&key);
+  a.value = reinterpret_cast<uint64_t>(&zero);
+  EXPECT_NE(syscall(SYS_bpf, BPF_MAP_UPDATE_ELEM, &a, sizeof a), 0);
+  EXPECT_EQ(errno, EPERM);
+  void* w = mmap(nullptr, 65536 * 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  EXPECT_EQ(w, MAP_FAILED) << "a writable mapping of the frozen map";
+  void* r = mmap(nullptr, 65536 * 8, PROT_READ, MAP_SHARED, fd, 0);
+  EXPECT_NE(r, MAP_FAILED) << strerror(errno);
+  if (r != MAP_FAILED) {
+    EXPECT_EQ(static_cast<uint64_t*>(r)[lport], 3u);
+    munmap(r, 65536 * 8);
+  }
+  close(fd);
+  close(l);
+}
+
 // 2: the instrument itself (positive control), twice in one capture.
 TEST_F(BpfOption, InstrumentSeesOption) {
   instrument_check();
@@ -730,8 +793,11 @@ TEST_F(BpfOption, FastOpenEndsAgree) {
     sockaddr_in a = loopback(lport);
     ASSERT_EQ(sendto(c, "tfo!", 4, MSG_FASTOPEN, reinterpret_cast<sockaddr*>(&a), sizeof a), 4)
         << strerror(errno);
+    // A TFO child can be accepted at once: its offer is counted already.
+    uint32_t slot = bo::offer_slot(lport);
     int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
     ASSERT_GE(s, 0);
+    bool pending = bo::offers_pending(slot);
     char b[4];
     ASSERT_EQ(read(s, b, 4), 4);
     ASSERT_TRUE(xfer(s, c, "pong"));
@@ -747,6 +813,10 @@ TEST_F(BpfOption, FastOpenEndsAgree) {
            round, syn_data, w.syn_opt, w.synack_opt, bo::to_string(rc), bo::to_string(rs));
     EXPECT_EQ(rc, rs);
     EXPECT_EQ(w.synack_opt > 0, rs == bo::Result::kSmcBoth);
+    if (rs == bo::Result::kSmcBoth) {
+      EXPECT_TRUE(pending) << "a child that offered SMC-R was accepted uncounted";
+      bo::offer_accepted(slot);
+    }
     EXPECT_EQ(w.syn_opt > 0 && w.synack_opt > 0, rc == bo::Result::kSmcBoth);
     EXPECT_EQ(w.other_opt, 0);
     if (round > 0) {

@@ -32,6 +32,17 @@ start under_smc "$ECHO_TOOL" server --max-conns 1
 OUT=$(timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
 check "plain client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
 check "plain client -> SMC server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
+# Known without reading the child's record (the program's count of SYN-ACKs
+# that carried the option): no bpf() call for a client that did not offer.
+# (A program loaded by an older smcr_ctl has no such count: reload it.)
+check "plain client -> SMC server: known unoffered without its record (accept_unoffered)" \
+  [ "$(stat_sum accept_unoffered)" = 1 ]
+# And an SMC-R client of the same kind of server is not taken for one.
+start under_smc "$ECHO_TOOL" server --max-conns 1
+OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+check "SMC client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
+check "SMC client -> SMC server: SMC-R both ways, none taken for unoffered" \
+  [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum accept_unoffered)" = 0 ]
 
 # eBPF program not loaded (as seen by these processes: an empty pin directory).
 export SMCR_BPF_PIN_DIR="$TEST_TMP/no-pins"
