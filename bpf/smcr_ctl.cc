@@ -9,7 +9,8 @@
 //
 // Pin directory: $SMCR_BPF_PIN_DIR or /sys/fs/bpf/smcr. Modes: optin 0666
 // (any user may opt in its own sockets), result 0444 (any user may read with
-// BPF_F_RDONLY), link/prog/synack_fail/listeners 0600, the directory 0755.
+// BPF_F_RDONLY), offers 0666 but frozen (any user may map it, read-only in
+// effect), link/prog/synack_fail/listeners 0600, the directory 0755.
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -144,6 +145,16 @@ int cmd_load(const std::string& cgroup_arg) {
   if (!ensure_bpffs()) return kExitFail;
   if (is_loaded()) {
     printf("already loaded (%s)\n", pin_dir().c_str());
+    // Loaded by an older smcr_ctl: it works, without what the missing pins
+    // give (offers: accept() then reads every child's record).
+    std::string missing;
+    for (const auto& p : kPins) {
+      struct stat st {};
+      if (stat(pin_path(p.name).c_str(), &st) != 0) missing += std::string(missing.empty() ? "" : ", ") + p.name;
+    }
+    if (!missing.empty())
+      err("loaded by an older smcr_ctl (no pin %s); to use this version: smcr_ctl unload && smcr_ctl load",
+          missing.c_str());
     return kExitOk;
   }
   // Partial leftovers from an interrupted load: clear them.

@@ -920,10 +920,29 @@ TEST_F(BpfOption, ReloadAndIdempotentLoad) {
   EXPECT_EQ(run_ctl({"status"}), 3);
   ASSERT_EQ(run_ctl({"load", "--cgroup", g_env->cg}, &out), 0) << out;
   EXPECT_TRUE(bo::loaded());
-  Pair p;
-  ASSERT_TRUE(connect_pair(p, true, true));
-  EXPECT_EQ(bo::read_result(p.client), bo::Result::kSmcBoth);
-  EXPECT_EQ(bo::read_result(p.server), bo::Result::kSmcBoth);
+  {
+    Pair p;
+    ASSERT_TRUE(connect_pair(p, true, true));
+    EXPECT_EQ(bo::read_result(p.client), bo::Result::kSmcBoth);
+    EXPECT_EQ(bo::read_result(p.server), bo::Result::kSmcBoth);
+  }
+  // A load by an older smcr_ctl (no "offers" pin) goes on working, accept()
+  // reading every child's record; loading again says how to upgrade.
+  ASSERT_EQ(unlink((g_env->pin_dir + "/offers").c_str()), 0) << strerror(errno);
+  EXPECT_EQ(run_ctl({"load", "--cgroup", g_env->cg}, &out), 0) << out;
+  EXPECT_NE(out.find("older smcr_ctl (no pin offers)"), std::string::npos) << out;
+  uint16_t lport = 0;
+  int l = make_listener(true, &lport);
+  ASSERT_GE(l, 0);
+  EXPECT_EQ(bo::offer_slot(lport), 0u);
+  int c = connect_client(lport, true);
+  ASSERT_GE(c, 0);
+  int s = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(s, 0);
+  EXPECT_EQ(bo::read_accepted_result(l, s, 2000), bo::Result::kSmcBoth);
+  for (int fd : {s, c, l}) close(fd);
+  ASSERT_EQ(run_ctl({"unload"}), 0);
+  ASSERT_EQ(run_ctl({"load", "--cgroup", g_env->cg}, &out), 0) << out;
 }
 
 // The application closing our cached map fd under us (daemons closing all fds).
