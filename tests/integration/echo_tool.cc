@@ -106,7 +106,11 @@ int make_listener(const Options& o) {
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) die("bind");
-  if (listen(fd, 512) != 0) die("listen");
+  // Room for every connection of the largest run (600 at once): a full
+  // accept queue makes the kernel answer with SYN cookies, whose SYN-ACK
+  // carries no option, and those connections rightly stay TCP (an ASan
+  // server under CI load accepted slowly enough for that once).
+  if (listen(fd, 4096) != 0) die("listen");
   if (!o.ready_file.empty()) {
     FILE* f = fopen(o.ready_file.c_str(), "w");
     if (f) {
