@@ -249,7 +249,8 @@ reset_stats
 MSMC=$(under_smc timeout 120 "$M" 2>&1)
 while read -r line; do
   cell=${line%% *}
-  check "readiness matrix, SMC-R as TCP: ${cell#cell=} (${line#* })" grep -qxF "$line" <<<"$MSMC"
+  got=$(grep -m1 "^$cell " <<<"$MSMC")
+  check "readiness matrix, SMC-R as TCP: ${cell#cell=} (${line#* }; SMC-R: ${got#* })" grep -qxF "$line" <<<"$MSMC"
 done < <(grep "^cell=" <<<"$MPLAIN")
 check "readiness matrix: every cell was SMC-R ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
   [ "$(stat_sum smc_active)" = "$(field cells "$MPLAIN")" -a "$(stat_sum smc_passive)" = "$(field cells "$MPLAIN")" ]
