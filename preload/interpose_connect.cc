@@ -387,12 +387,11 @@ int listen(int fd, int backlog) {
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
     fd_table().add_flags(fd, defaults);
     int rc = real_listen(fd, backlog);
-    if (rc == 0 && opted) {
-      smcr::preload::own::listening(fd);
-      // Bound now (listen() bound an unbound socket to a port of its own).
-      llen = sizeof local;
-      if (smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
-        fd_table().set_offers(fd, smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local))));
+    // Asked again: listen() binds an unbound socket to a port of its own.
+    llen = sizeof local;
+    if (rc == 0 && opted && smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0) {
+      smcr::preload::own::listening(fd, local);
+      fd_table().set_offers(fd, smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local))));
     }
     return rc;
   }

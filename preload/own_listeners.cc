@@ -109,11 +109,9 @@ bool reaches(const Bound& b, const Bound& d, const sockaddr* dest, socklen_t len
 
 }  // namespace
 
-void listening(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
+void listening(int fd, const sockaddr_storage& ss) {
   Bound b;
-  if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || !to_bound(ss, &b)) return;
+  if (!to_bound(ss, &b)) return;
   if (ss.ss_family == AF_INET6 && b.any) {
     int only = 0;
     socklen_t ol = sizeof only;

@@ -27,8 +27,9 @@
 
 namespace smcr::preload::own {
 
-// listen() made `fd` an SMC-R listener of this process.
-void listening(int fd);
+// listen() made `fd` an SMC-R listener of this process, bound to `ss`
+// (its getsockname() after listen()).
+void listening(int fd, const sockaddr_storage& ss);
 
 // Counts the calling thread, for its lifetime, as serving this process's
 // SMC-R listeners: in accept() on one, or asleep in poll/select/epoll_wait
