@@ -298,12 +298,10 @@ namespace {
 // The loads whose "offers" map this process has mapped: a listener is
 // registered by the load current when it opts in, and that load's map
 // counts its SYN-ACKs for as long as the listener lives (a reload starts
-// without it). Beside each, this process's count of accepted children that
-// had the option, per port (anonymous memory: untouched pages cost nothing).
+// without it).
 struct OffersMap {
   std::uint32_t ino = 0;
   const std::uint64_t* offered = nullptr;
-  std::uint64_t* accepted = nullptr;
 };
 constexpr int kOffersMaps = 8;
 OffersMap g_offers[kOffersMaps];
@@ -323,7 +321,7 @@ std::uint32_t offer_slot(std::uint16_t port) {
   int saved = errno;
   char path[kPathMax];
   struct stat st;
-  if (!build_path(path, SMCR_PIN_OFFERS) || syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
+  if (port == 0 || !build_path(path, SMCR_PIN_OFFERS) || syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
     errno = saved;
     return 0;  // an older program without the map
   }
@@ -348,13 +346,8 @@ std::uint32_t offer_slot(std::uint16_t port) {
       offered = mmap(nullptr, kOffersBytes, PROT_READ, MAP_SHARED, static_cast<int>(fd), 0);
       sys_close(static_cast<int>(fd));  // the mapping keeps the map
     }
-    void* accepted = offered == MAP_FAILED ? MAP_FAILED
-                                           : mmap(nullptr, kOffersBytes, PROT_READ | PROT_WRITE,
-                                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (accepted == MAP_FAILED) {
-      if (offered != MAP_FAILED) munmap(offered, kOffersBytes);
-    } else {
-      g_offers[n] = OffersMap{ino, static_cast<const std::uint64_t*>(offered), static_cast<std::uint64_t*>(accepted)};
+    if (offered != MAP_FAILED) {
+      g_offers[n] = OffersMap{ino, static_cast<const std::uint64_t*>(offered)};
       found = n;
       g_offers_count.store(n + 1, std::memory_order_release);
     }
@@ -364,22 +357,18 @@ std::uint32_t offer_slot(std::uint16_t port) {
   return found < 0 ? 0 : (static_cast<std::uint32_t>(found + 1) << 16) | port;
 }
 
-bool offers_pending(std::uint32_t slot) {
+std::uint64_t offers_counted(std::uint32_t slot) {
   const OffersMap* m = offers_entry(slot);
-  if (!m) return true;
-  std::uint16_t port = static_cast<std::uint16_t>(slot);
+  if (!m) return 0;
   // The program's increment for a child happened before the kernel queued
   // the child (its SYN-ACK went first), and our accept() took it from that
   // queue after: the queue's lock orders the two.
-  std::uint64_t offered = std::atomic_ref<const std::uint64_t>(m->offered[port]).load(std::memory_order_acquire);
-  std::uint64_t accepted = std::atomic_ref<std::uint64_t>(m->accepted[port]).load(std::memory_order_acquire);
-  return offered != accepted;
+  return std::atomic_ref<const std::uint64_t>(m->offered[static_cast<std::uint16_t>(slot)])
+      .load(std::memory_order_acquire);
 }
 
-void offer_accepted(std::uint32_t slot) {
-  const OffersMap* m = offers_entry(slot);
-  if (!m) return;
-  std::atomic_ref<std::uint64_t>(m->accepted[static_cast<std::uint16_t>(slot)]).fetch_add(1, std::memory_order_acq_rel);
+bool offers_pending(std::uint32_t slot, std::uint64_t matched) {
+  return !offers_entry(slot) || offers_counted(slot) != matched;
 }
 
 bool loaded() {

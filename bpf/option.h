@@ -52,16 +52,20 @@ Result read_accepted_result(int listener_fd, int sockfd, int timeout_ms);
 
 // Which accepted children can have offered SMC-R, without a bpf(2) call
 // (the program's per-port count of SYN-ACKs that carried the option, mapped
-// read-only: SMCR_PIN_OFFERS). At listen(), after opt_in: a handle for the
+// read-only: SMCR_PIN_OFFERS). offer_slot: after opt_in, a handle for the
 // listener's port in the load that registers it (0: none, e.g. a program
-// without the map). offers_pending: false when every such SYN-ACK on the
-// port has been matched by an accepted child with the option (offer_accepted),
-// so that the child just accepted did not offer SMC-R; true otherwise, and for
-// handle 0. Counts of other processes' listeners on the port only make it
-// true more often. Wait-free; no system call.
+// without the map, or port 0). offers_counted: the port's count now (0 for
+// handle 0). The port's count may already hold earlier listeners' SYN-ACKs
+// (another process, or a server restarted on its port), so a listener takes
+// offers_counted as its baseline before its own SYN-ACKs can be counted, and
+// adds one per accepted child that had the option. offers_pending(slot,
+// matched): false when the count equals that sum, so that the child just
+// accepted did not offer SMC-R; true otherwise, and for handle 0. Counts of
+// other live listeners on the port only make it true more often. Wait-free;
+// no system call.
 std::uint32_t offer_slot(std::uint16_t port);
-bool offers_pending(std::uint32_t slot);
-void offer_accepted(std::uint32_t slot);
+std::uint64_t offers_counted(std::uint32_t slot);
+bool offers_pending(std::uint32_t slot, std::uint64_t matched);
 
 // The raw per-socket record (SMCR_R_* bits of bpf/smcr_abi.h, mirrored below).
 // Returns false with errno (ENOENT: no record or not loaded).

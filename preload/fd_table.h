@@ -87,18 +87,33 @@ class FdTable {
     e->kind.store(k, std::memory_order_relaxed);
     e->flags.store(0, std::memory_order_relaxed);
     e->offers.store(0, std::memory_order_relaxed);
+    e->offers_matched.store(0, std::memory_order_relaxed);
     if (k == kFdUnknown) {  // the number is free: forget what its socket asked for
       e->rcvbuf.store(0, std::memory_order_relaxed);
       e->sndbuf.store(0, std::memory_order_relaxed);
     }
   }
-  // An opted-in listener's bpfopt::offer_slot (0: none); set_kind clears it.
-  uint32_t offers(int fd) {
+  // An opted-in listener's bpfopt::offer_slot (0: none) and the port's
+  // offer count it has matched: its baseline (bpfopt::offers_counted before
+  // its first SYN-ACK) plus its accepted children that had the option.
+  // set_kind clears both.
+  struct Offers {
+    uint32_t slot = 0;
+    uint64_t matched = 0;
+  };
+  Offers offers(int fd) {
     Entry* e = find(fd);
-    return e ? e->offers.load(std::memory_order_relaxed) : 0;
+    if (!e) return {};
+    return {e->offers.load(std::memory_order_relaxed), e->offers_matched.load(std::memory_order_acquire)};
   }
-  void set_offers(int fd, uint32_t slot) {
-    if (Entry* e = find(fd)) e->offers.store(slot, std::memory_order_relaxed);
+  void set_offers(int fd, uint32_t slot, uint64_t baseline) {
+    if (Entry* e = find(fd)) {
+      e->offers_matched.store(baseline, std::memory_order_relaxed);
+      e->offers.store(slot, std::memory_order_release);
+    }
+  }
+  void offer_matched(int fd) {
+    if (Entry* e = find(fd)) e->offers_matched.fetch_add(1, std::memory_order_acq_rel);
   }
   // Per-number marks of a TCP socket that may still be taken over (FdFlag);
   // set_kind clears them.
@@ -149,6 +164,7 @@ class FdTable {
     std::atomic<uint8_t> flags{0};
     std::atomic<uint32_t> rcvbuf{0}, sndbuf{0};
     std::atomic<uint32_t> offers{0};  // a listener's bpfopt::offer_slot
+    std::atomic<uint64_t> offers_matched{0};
   };
   Entry* find(int fd) {
     if (fd < 0 || fd >= kMaxFd) return nullptr;

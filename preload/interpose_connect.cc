@@ -99,7 +99,8 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   Result r;
   if (client) {
     r = smcr::bpfopt::read_result(fd);
-  } else if (uint32_t offers = fd_table().offers(listener); offers && !smcr::bpfopt::offers_pending(offers)) {
+  } else if (smcr::preload::FdTable::Offers offers = fd_table().offers(listener);
+             offers.slot && !smcr::bpfopt::offers_pending(offers.slot, offers.matched)) {
     // No SYN-ACK of this port carried the option that an accepted child
     // has not matched: this one's did not, and no record needs reading (a
     // TCP child of an opted-in listener costs no system call of ours).
@@ -107,7 +108,7 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
     smcr::counters().accept_unoffered.fetch_add(1, std::memory_order_relaxed);
   } else {
     r = smcr::bpfopt::read_accepted_result(listener, fd, kAcceptRecordWaitMs);
-    if (r == Result::kSmcBoth && offers) smcr::bpfopt::offer_accepted(offers);
+    if (r == Result::kSmcBoth && offers.slot) fd_table().offer_matched(listener);
   }
   if (r != Result::kSmcBoth) {
     smcr::Fallback why = r == Result::kNotLoaded   ? smcr::Fallback::kBpfNotLoaded
@@ -386,12 +387,23 @@ int listen(int fd, int backlog) {
     uint8_t defaults = fd_table().flags(fd) & smcr::preload::kFdDefaultOptions;
     fd_table().set_kind(fd, opted ? smcr::preload::kFdSmcListener : smcr::preload::kFdListenerNoBpf);
     fd_table().add_flags(fd, defaults);
+    // The port's offer count may hold earlier listeners' SYN-ACKs (a server
+    // restarted on its port): this listener's baseline is taken before it
+    // can have any of its own. A socket bound to port 0 gets its port from
+    // listen(): nobody can have learnt it before listen() returns, so the
+    // baseline is taken just after.
+    uint32_t slot = opted ? smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local))) : 0;
+    uint64_t baseline = smcr::bpfopt::offers_counted(slot);
     int rc = real_listen(fd, backlog);
     // Asked again: listen() binds an unbound socket to a port of its own.
     llen = sizeof local;
     if (rc == 0 && opted && smcr::sys::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0) {
       smcr::preload::own::listening(fd, local);
-      fd_table().set_offers(fd, smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local))));
+      if (!slot) {
+        slot = smcr::bpfopt::offer_slot(port_of(reinterpret_cast<sockaddr*>(&local)));
+        baseline = smcr::bpfopt::offers_counted(slot);
+      }
+      fd_table().set_offers(fd, slot, baseline);
     }
     return rc;
   }

@@ -5,8 +5,8 @@ source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 require_bpf
 FAKE="$SMCR_BUILD_DIR/tests/integration/fake_peer"
 
-start() {  # start "server command..." -> PORT, SPID
-  PORT=$(free_port)
+start() {  # start "server command..." -> PORT (SAME_PORT if set), SPID
+  PORT=${SAME_PORT:-$(free_port)}
   reset_stats
   bg "$@" --port "$PORT"
   SPID=$BG_PID
@@ -27,22 +27,27 @@ OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
 check "SMC client -> plain server: data intact" [ "$(field ok "$OUT")" = 1 ]
 check "SMC client -> plain server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
 
-# Plain client, SMC-R server.
-start under_smc "$ECHO_TOOL" server --max-conns 1
-OUT=$(timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
-check "plain client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
-check "plain client -> SMC server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
-# Known without reading the child's record (the program's count of SYN-ACKs
-# that carried the option): no bpf() call for a client that did not offer.
-# (A program loaded by an older smcr_ctl has no such count: reload it.)
-check "plain client -> SMC server: known unoffered without its record (accept_unoffered)" \
-  [ "$(stat_sum accept_unoffered)" = 1 ]
-# And an SMC-R client of the same kind of server is not taken for one.
+# SMC-R client, SMC-R server: not taken for a client that did not offer.
 start under_smc "$ECHO_TOOL" server --max-conns 1
 OUT=$(under_smc timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
 check "SMC client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
 check "SMC client -> SMC server: SMC-R both ways, none taken for unoffered" \
   [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum accept_unoffered)" = 0 ]
+
+# Plain client, SMC-R server restarted on the port the SMC-R client used
+# (whose offer the program's per-port count still holds).
+SAME_PORT=$PORT
+start under_smc "$ECHO_TOOL" server --max-conns 1
+unset SAME_PORT
+OUT=$(timeout 60 "$ECHO_TOOL" client --port "$PORT" --bytes 1M); reap
+check "plain client -> SMC server: data intact" [ "$(field ok "$OUT")" = 1 ]
+check "plain client -> SMC server: fallback peer_no_option" [ "$(stat_sum fallback.peer_no_option)" = 1 ]
+# Known without reading the child's record (the program's count of SYN-ACKs
+# that carried the option, against the count when this server listened): no
+# bpf() call for a client that did not offer. (A program loaded by an older
+# smcr_ctl has no such count: reload it.)
+check "plain client -> SMC server: known unoffered without its record (accept_unoffered)" \
+  [ "$(stat_sum accept_unoffered)" = 1 ]
 
 # eBPF program not loaded (as seen by these processes: an empty pin directory).
 export SMCR_BPF_PIN_DIR="$TEST_TMP/no-pins"
