@@ -256,6 +256,11 @@ class Connection {
   // poll POLLERR until recv, send or SO_ERROR reports it).
   bool socket_error_pending();
   uint32_t bytes_readable();
+  // An edge-triggered registration reported this connection readable, and
+  // what it reported may stay unread (a reader that reads part, or an event
+  // the application let pass): over TCP every arrival wakes the socket
+  // again, so the next one must ring even though data waits.
+  void want_next_edge();
   // Bytes a write could place in the peer's RMBE now without waiting (0 once
   // the connection can no longer send).
   uint32_t bytes_writable();
@@ -319,8 +324,10 @@ class Connection {
   // ways, its window open and nothing rung on its readiness socket; else
   // the readiness socket is polled too. kBusy: another thread holds it;
   // kGone: another process's; else kReadable. Re-arms a connection `d`
-  // parked with a ready set, as poll_parked does.
-  Parked poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since = nullptr);
+  // parked with a ready set, as poll_parked does. `edge_reader`: the
+  // registration is edge-triggered (want_next_edge while data waits).
+  Parked poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since = nullptr,
+                     bool edge_reader = false);
 
   // --- engine side ---
   // Never blocks: if an application thread holds the connection (it may be
@@ -470,6 +477,9 @@ class Connection {
   void arm_readable_locked(bool will_sleep = false) SMCR_REQUIRES(mu_);
   // Arms the doorbell although data is waiting (bytes_readable).
   void arm_for_next_arrival_locked() SMCR_REQUIRES(mu_);
+  // The next producer-cursor move is an edge of its own (bytes_readable,
+  // want_next_edge): armed over the data that waits.
+  void want_next_edge_locked() SMCR_REQUIRES(mu_);
   // The arming itself, shared by the two above: the word in our page, then
   // a CDC published before the peer saw it.
   void set_data_arming_locked() SMCR_REQUIRES(mu_);

@@ -338,7 +338,8 @@ uint64_t Connection::arrival_stamp() {
   return mem_.control && !close_.released ? cdcmem::ready_since(mem_.control) : 0;
 }
 
-Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since) {
+Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* events, uint64_t* data_mark, uint64_t* since,
+                                           bool edge_reader) {
   if (foreign()) return Parked::kGone;
   if (!mu_.try_lock()) return Parked::kBusy;
   Hold lock(*this, std::adopt_lock);
@@ -361,7 +362,10 @@ Connection::Parked Connection::poll_events(ReadinessDeferral* d, uint32_t* event
     if (sys::poll(&p, 1, 0) > 0) ev = static_cast<uint16_t>(p.revents);
     if ((ev & EPOLLHUP) && reset_error_pending_locked()) ev |= EPOLLERR;
   }
-  if (unread > 0) ev |= EPOLLIN | EPOLLRDNORM;
+  if (unread > 0) {
+    ev |= EPOLLIN | EPOLLRDNORM;
+    if (edge_reader) want_next_edge_locked();
+  }
   if (since) *since = (ev & EPOLLIN) && mem_.control ? cdcmem::ready_since(mem_.control) : 0;
   *events = ev;
   return Parked::kReadable;

@@ -53,12 +53,22 @@ uint32_t Connection::bytes_readable() {
   // TCP every arrival wakes the socket. The doorbell rings only when the
   // RMB goes from empty to not, so arm it now: the next CDC that moves the
   // producer cursor rings again.
-  if (unread > 0 && !ready_.parked && !foreign()) {  // a forked child leaves the parent's page alone
-    rx_.edge_wanted = true;
-    rx_.edge_mark = rx_.prod;
-    arm_for_next_arrival_locked();
-  }
+  if (!foreign()) want_next_edge_locked();  // a forked child leaves the parent's page alone
   return unread;
+}
+
+void Connection::want_next_edge() {
+  if (foreign()) return;
+  Hold lock(*this);
+  want_next_edge_locked();
+}
+
+void Connection::want_next_edge_locked() {
+  // Parked, the deferral tells arrivals apart by the producer cursor itself.
+  if (ready_.parked || close_.aborted || rx_.space.used(rx_.prod, rx_.cons).value_or(0) == 0) return;
+  rx_.edge_wanted = true;
+  rx_.edge_mark = rx_.prod;
+  arm_for_next_arrival_locked();
 }
 
 int Connection::take_reset_error_locked() {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -250,13 +251,45 @@ class EpollGroup final : public ReadinessDeferral {
       if (d != smc_data_.end() && d->second == fd) smc_data_.erase(d);
       smc_data_of_fd_.erase(old);
     }
+    smc_edge_.erase(fd);
     if (op != EPOLL_CTL_DEL && ev) {
       // Two fds registered with the same data: the latest is the one a
       // hang-up with that data is completed for, as before.
       smc_data_[ev->data.u64] = fd;
       smc_data_of_fd_[fd] = ev->data.u64;
+      if ((ev->events & (EPOLLIN | EPOLLET)) == (EPOLLIN | EPOLLET)) smc_edge_.insert(fd);
     }
     has_smc_.store(!smc_data_.empty(), std::memory_order_relaxed);
+    has_smc_edge_.store(!smc_edge_.empty(), std::memory_order_relaxed);
+  }
+
+  // Edge-triggered SMC-R registrations the kernel reported readable (their
+  // readiness socket rang): the doorbell rings once per empty-to-not, so
+  // data left unread would silence every later arrival, which over TCP is
+  // an edge each (Connection::want_next_edge). Events found in memory are
+  // told apart by their producer cursor already (examine_virtual_locked,
+  // collect).
+  void want_next_edges(const epoll_event* events, int n) {
+    if (!has_smc_edge_.load(std::memory_order_relaxed)) return;
+    thread_local std::vector<int> fds;
+    fds.clear();
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      for (int i = 0; i < n; ++i) {
+        if (!(events[i].events & EPOLLIN)) continue;
+        bool from_memory = false;
+        for (auto& [p, since] : found()) from_memory = from_memory || p == &events[i];
+        if (from_memory) continue;
+        if (auto it = smc_data_.find(events[i].data.u64); it != smc_data_.end() && smc_edge_.count(it->second))
+          fds.push_back(it->second);
+      }
+    }
+    // Not under the set's mutex: a connection is taken before it, never after.
+    for (int fd : fds)
+      if (Connection* c = fd_table().get(fd)) {
+        c->want_next_edge();
+        c->unref();
+      }
   }
   void add_errors(epoll_event* events, int n) {
     if (!has_smc_.load(std::memory_order_relaxed)) return;
@@ -561,7 +594,9 @@ class EpollGroup final : public ReadinessDeferral {
       pending_.clear();
       smc_data_.clear();
       smc_data_of_fd_.clear();
+      smc_edge_.clear();
       has_smc_.store(false);
+      has_smc_edge_.store(false);
       has_parked_.store(false);
       has_pending_.store(false);
       disabled_ = false;
@@ -878,7 +913,7 @@ class EpollGroup final : public ReadinessDeferral {
     if (!reg.active || reg.fired) return false;
     uint32_t mask = 0;
     uint64_t mark = 0;
-    switch (reg.conn->poll_events(this, &mask, &mark, since)) {
+    switch (reg.conn->poll_events(this, &mask, &mark, since, (reg.events & EPOLLET) != 0)) {
       case Connection::Parked::kGone:
         // Another process's now: the kernel reports its readiness socket
         // as the application registered it.
@@ -1137,6 +1172,8 @@ class EpollGroup final : public ReadinessDeferral {
   std::vector<std::pair<int, epoll_event>> pending_;
   std::unordered_map<uint64_t, int> smc_data_;  // note_smc
   std::unordered_map<int, uint64_t> smc_data_of_fd_;
+  std::unordered_set<int> smc_edge_;  // note_smc: registered with EPOLLIN|EPOLLET
+  std::atomic<bool> has_smc_edge_{false};
   std::atomic<bool> has_parked_{false}, has_pending_{false}, has_smc_{false}, has_ring_regs_{false}, has_rings_{false},
       has_virtual_{false}, has_link_probes_{false};
   static constexpr size_t kMaxLinkProbes = 4;
@@ -1453,7 +1490,10 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
   }
   EpollGroup::found().clear();
   int got = wait_with_deferral(g, wait_kernel, events, maxevents, timeout_ns);
-  if (got > 0) g->add_errors(events, got);
+  if (got > 0) {
+    g->add_errors(events, got);
+    g->want_next_edges(events, got);
+  }
   if (got > 1) g->order_by_arrival(events, got);
   return got;
 }
