@@ -103,7 +103,7 @@ if [ "${SMCR_SANITIZE:-OFF}" = ON ]; then
     [ "$n" -ge 500 -a "$(stat_sum smc_passive)" = "$n" -a "$(stat_sum fallback.resources)" = $((600 - n)) \
       -a "$(stat_sum fallback.peer_declined)" = $((600 - n)) -a "$(stat_sum fallback_total)" = $((2 * (600 - n))) ]
 else
-  check "600 connections: all SMC-R on both sides, no fallback" \
+  check "600 connections: all SMC-R on both sides, no fallback ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive; fallbacks: $(fallback_summary))" \
     [ "$(stat_sum smc_active)" = 600 -a "$(stat_sum smc_passive)" = 600 -a "$(stat_sum fallback_total)" = 0 ]
 fi
 # How many are open at once depends on the machine (an ASan build's client

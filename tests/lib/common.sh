@@ -116,6 +116,14 @@ stat_sum() {
   cat "$STATS_DIR"/smcr-*.txt 2>/dev/null | awk -v k="$1" '$1 == k { s += $2 } END { printf "%.0f\n", s }'
 }
 reset_stats() { rm -f "$STATS_DIR"/smcr-*.txt; }
+# The non-zero fallback counters, summed over processes ("none" if none):
+# what a check that expects none says when it fails.
+fallback_summary() {
+  local s
+  s=$(cat "$STATS_DIR"/smcr-*.txt 2>/dev/null |
+    awk '$1 ~ /^fallback\./ { s[$1] += $2 } END { for (k in s) if (s[k] > 0) printf "%s=%d ", k, s[k] }')
+  echo "${s:-none}"
+}
 
 # field=value extraction from echo_tool's summary line.
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
