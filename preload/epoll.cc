@@ -272,14 +272,15 @@ class EpollGroup final : public ReadinessDeferral {
   void want_next_edges(const epoll_event* events, int n) {
     if (!has_smc_edge_.load(std::memory_order_relaxed)) return;
     thread_local std::vector<int> fds;
+    thread_local std::vector<bool> from_memory;  // per event, as order_by_arrival indexes found()
     fds.clear();
+    from_memory.assign(static_cast<size_t>(n), false);
+    for (auto& [p, since] : found())
+      if (ptrdiff_t i = p - events; i >= 0 && i < n) from_memory[static_cast<size_t>(i)] = true;
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
       for (int i = 0; i < n; ++i) {
-        if (!(events[i].events & EPOLLIN)) continue;
-        bool from_memory = false;
-        for (auto& [p, since] : found()) from_memory = from_memory || p == &events[i];
-        if (from_memory) continue;
+        if (!(events[i].events & EPOLLIN) || from_memory[static_cast<size_t>(i)]) continue;
         if (auto it = smc_data_.find(events[i].data.u64); it != smc_data_.end() && smc_edge_.count(it->second))
           fds.push_back(it->second);
       }
