@@ -112,7 +112,9 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   ConnRmbs rmbs;
   if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &rmbs))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
-  if (!add_rmb_to_group(g, conn_rmb_size(), handshake_config().llc_timeout_ms, &rmbs)) {
+  // The server waits for our Confirm until its own deadline, which began
+  // after ours: a Decline sent before ours reaches it in time.
+  if (!add_rmb_to_group(g, conn_rmb_size(), rkey_exchange_budget_ms(deadline, kDeclineMarginMs), &rmbs)) {
     free_conn_rmbs(g, &rmbs);
     return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   }

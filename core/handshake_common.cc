@@ -31,6 +31,11 @@ namespace smcr {
 constinit thread_local uint32_t t_rmb_size = 0;  // handshake_internal.h
 uint32_t conn_rmb_size() { return t_rmb_size ? t_rmb_size : handshake_config().rmb_size; }
 
+int rkey_exchange_budget_ms(int64_t deadline, int64_t margin_ms) {
+  int64_t left = deadline - margin_ms - sys::now_ms();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, handshake_config().llc_timeout_ms));
+}
+
 // Kernel randomness, fetched 256 bytes at a time: a token per connection
 // would otherwise cost a system call per handshake. A forked child's pool
 // is refilled (it must not repeat its parent's tokens). False when the

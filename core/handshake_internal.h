@@ -39,6 +39,16 @@ struct ScopedRmbSize {
 };
 uint32_t conn_rmb_size();
 
+// The time a subsequent contact's CONFIRM RKEY exchange may take: the LLC
+// timeout, but no later than `margin_ms` before the CLC `deadline` (ms), so
+// that a handshake queued behind many others on its group (one exchange at
+// a time) Declines while its peer still waits for it, instead of leaving
+// the peer to time out (after an Accept, a reset). 0: no time left.
+int rkey_exchange_budget_ms(int64_t deadline, int64_t margin_ms);
+// What a Decline needs to reach a peer that is still waiting: sent, and
+// read by a peer that may be descheduled for a while.
+constexpr int64_t kDeclineMarginMs = 500;
+
 bool random_u32(uint32_t* out);
 bool random_nonzero_u24(uint32_t* out);
 

@@ -133,7 +133,14 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   p->deadline = deadline;
   uint32_t token = 0;
   if (!new_alert_token(&token)) return decline_no_randomness(fd, deadline, v2_terms ? 2 : 1);
-  if (!add_rmb_to_group(g, conn_rmb_size(), handshake_config().llc_timeout_ms, &p->rmbs))
+  // Our turn on the group (one exchange at a time) may come after others'
+  // CONFIRM RKEYs: the client waits for our Accept for long (a client whose
+  // server answers late continues on a thread, clc_client_finish), so the
+  // queue may take a CLC timeout of its own before the reply's LLC timeout.
+  // (Bounded by the CLC deadline, a burst of 50 in the loaded TCG guest
+  // declined 18-37 of them.)
+  if (!add_rmb_to_group(g, conn_rmb_size(), handshake_config().timeout_ms + handshake_config().llc_timeout_ms,
+                        &p->rmbs))
     return v2_terms ? decline(fd, clc::decline::kRegisterBufferError, Fallback::kResources, deadline, 2)
                     : decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
   clc::AcceptConfirm acc =
@@ -142,6 +149,11 @@ static HandshakeOutcome server_subsequent_contact(int fd, LinkGroup* g, int64_t 
   p->token = acc.rmbe_alert_token;
   g->expect_token(p->token);
   if (!send_all(fd, clc::encode(acc), deadline)) return p->fail(send_failed());
+  // The client's time for its Confirm runs from our Accept, as Linux's
+  // CLC wait does: it may have to queue its CONFIRM RKEY behind its
+  // group's other handshakes first, and what it had not spent before our
+  // Accept (waiting for it) is not ours to take.
+  p->deadline = deadline = sys::now_ms() + handshake_config().timeout_ms;
   std::vector<uint8_t> msg;
   clc::Header h{};
   // Deferred or not, watch for the Confirm a while first: a client on this

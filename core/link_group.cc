@@ -388,12 +388,17 @@ void LinkGroup::remove_connection(uint32_t token) {
 }
 
 bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms) {
-  MutexLock serial(exchange_mu_);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  };
   mu_.lock();
-  if (failed_) {
+  mu_.wait_for(exchange_cv_, left(), [&]() SMCR_REQUIRES(mu_) { return !exchange_busy_ || failed_.load(); });
+  if (exchange_busy_ || failed_) {
     mu_.unlock();
     return false;
   }
+  exchange_busy_ = true;
   // A reply is matched by its type, whichever version frames it.
   exchange_type_ = llc_version_ == llc::v2::kVersion && (request[0] >> 4) == llc::v2::kVersion ? request[0] & 0x0F
                                                                                                 : request[0];
@@ -404,12 +409,13 @@ bool LinkGroup::llc_exchange(const std::array<uint8_t, 44>& request, int attach_
   mu_.lock();
   if (sent) {
     counters().llc_sent.fetch_add(1, std::memory_order_relaxed);
-    mu_.wait_for(exchange_cv_, std::chrono::milliseconds(timeout_ms),
-                 [&]() SMCR_REQUIRES(mu_) { return exchange_done_ || failed_.load(); });
+    mu_.wait_for(exchange_cv_, left(), [&]() SMCR_REQUIRES(mu_) { return exchange_done_ || failed_.load(); });
   }
   bool ok = sent && exchange_done_ && exchange_ok_;
   exchange_type_ = 0;
+  exchange_busy_ = false;
   mu_.unlock();
+  exchange_cv_.notify_all();  // the next in line
   return ok;
 }
 

@@ -146,8 +146,11 @@ class LinkGroup {
 
   // One LLC request/response exchange from a handshake thread on the primary
   // link (the engine delivers the reply). `attach_fd` travels with the
-  // request where the fabric can carry it (shm: the new RMB's memfd). False
-  // on timeout, negative reply or link failure.
+  // request where the fabric can carry it (shm: the new RMB's memfd). One at
+  // a time (RFC 3.5.5.3): `timeout_ms` bounds the whole exchange, the wait
+  // for its turn included, so that a handshake queued behind many others
+  // ends (Declines) while its peer still waits for it. False on timeout,
+  // negative reply or link failure.
   bool llc_exchange(const std::array<uint8_t, 44>& request, int attach_fd, int timeout_ms);
   // --- RMBs (core/rmb.h: these are defined in rmb_group.cc with the pool
   // and the table of the peer's RMBs they work on).
@@ -272,7 +275,7 @@ class LinkGroup {
   uint64_t owner_generation_;  // a forked child never uses its parent's groups
   std::array<GroupLink, kMaxGroupLinks> links_;
   std::atomic<int> slots_used_{0};  // published after the slot is filled (add_link)
-  Mutex mu_ SMCR_ACQUIRED_AFTER(exchange_mu_);
+  Mutex mu_;
   std::map<uint32_t, Connection*> conns_ SMCR_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
   bool retired_ SMCR_GUARDED_BY(mu_) = false;
@@ -296,8 +299,10 @@ class LinkGroup {
   const uint64_t serial_;
   bool draining_others_ = false;  // engine thread: a failover validation is draining the other links
 
-  Mutex exchange_mu_;  // one LLC exchange at a time (RFC 3.5.5.3)
-  std::condition_variable exchange_cv_;
+  // One LLC exchange at a time (RFC 3.5.5.3): the turn is taken under mu_
+  // and waited for with a deadline (llc_exchange).
+  bool exchange_busy_ SMCR_GUARDED_BY(mu_) = false;
+  std::condition_variable exchange_cv_;  // a reply came, the group failed, or the turn is free
   uint8_t exchange_type_ SMCR_GUARDED_BY(mu_) = 0;  // LLC type awaited, 0 = none
   bool exchange_done_ SMCR_GUARDED_BY(mu_) = false;
   bool exchange_ok_ SMCR_GUARDED_BY(mu_) = false;

@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "core/link_group.h"
@@ -289,6 +292,41 @@ TEST(LinkGroupV2, RepeatedConfirmRkeyIsPositiveInVersion2) {
 
   // ... and announces it again: positive.
   expect_confirm_rkey_reply(r.exchange(req), 0x26, 0x80, req);
+}
+
+// One LLC exchange at a time (RFC 3.5.5.3), and the wait for the turn
+// counts against the caller's time: a handshake queued behind others ends
+// (it Declines) while its peer still waits, instead of after (a reset).
+TEST(LinkGroupExchange, QueuedExchangeGivesUpWithinItsOwnTime) {
+  Rig r(Role::kClient, false);
+  Bytes b = confirm_rkey_request(0x06, kRkey, kVaddr);
+  std::array<uint8_t, llc::kMessageLen> req{};
+  std::copy(b.begin(), b.end(), req.begin());
+  std::atomic<int> first{-1};
+  std::thread a([&] { first = r.g->llc_exchange(req, -1, 10000) ? 1 : 0; });
+  std::optional<Bytes> posted = r.next();
+  ASSERT_TRUE(posted.has_value()) << "the first exchange posted nothing";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(r.g->llc_exchange(req, -1, 300)) << "two exchanges at once";
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  // It gave up before the first ended (the first's reply comes below).
+  EXPECT_EQ(first.load(), -1);
+  EXPECT_GE(waited.count(), 250);
+  EXPECT_TRUE(r.quiet()) << "the exchange that never had its turn posted a request";
+  // The reply ends the first, and the next one has its turn at once.
+  Bytes reply = *posted;
+  reply.resize(llc::kMessageLen);
+  reply[3] |= 0x80;
+  r.feed(reply);
+  a.join();
+  EXPECT_EQ(first.load(), 1);
+  std::atomic<int> next{-1};
+  std::thread c([&] { next = r.g->llc_exchange(req, -1, 10000) ? 1 : 0; });
+  std::optional<Bytes> again = r.next();
+  ASSERT_TRUE(again.has_value()) << "the turn was not freed";
+  r.feed(reply);
+  c.join();
+  EXPECT_EQ(next.load(), 1);
 }
 
 TEST(LinkGroupV2, RepeatedConfirmRkeyIsNegativeInVersion1) {
