@@ -146,6 +146,12 @@ class PeerTable {
   // memfd for it is kept for the next connection where the table has none
   // (*memfd then -1). An RMB the peer deleted goes with its last user.
   bool give_back(RemoteRmb* m, int* memfd, Link* unmapper);
+  // verbs: a connection of ours that wrote into the peer's RMB with `rkey`
+  // on link `slot` has ended (nothing is mapped). An RMB the peer deleted
+  // goes with its last user; one it did not may be named again by its next
+  // connection (RFC 3.5.2: an RMB stays registered for reuse), with or
+  // without a new announcement. False if unknown.
+  bool release(size_t slot, uint32_t rkey, Link* unmapper);
   // The peer deleted the RMB with `rkey` on link `slot`; false if unknown.
   bool forget(size_t slot, uint32_t rkey, Link* unmapper);
   // Moves the entry whose mapping is `view`, used by one connection alone,

@@ -143,6 +143,22 @@ bool PeerTable::give_back(RemoteRmb* m, int* memfd, Link* unmapper) {
   return false;
 }
 
+bool PeerTable::release(size_t slot, uint32_t rkey, Link* unmapper) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    Entry& e = *it;
+    if (!e.tokens.has[slot] || e.tokens.rkey[slot] != rkey || e.users == 0) continue;
+    if (--e.users > 0) return true;
+    if (e.deleted) {
+      drop(&e, unmapper);
+      entries_.erase(it);
+    } else {
+      e.claimed = false;
+    }
+    return true;
+  }
+  return false;
+}
+
 bool PeerTable::forget(size_t slot, uint32_t rkey, Link* unmapper) {
   bool known = false;
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -231,6 +247,16 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(LocalRmbs* local, Remo
     const LocalRmb& ours = (*local)[0];
     if (reusable && !failed_ && !retired_ && link_slots() == 1 && ours.addr && ours.control && rmb_pool_.has_room())
       rmb_pool_.put(local);
+  } else if (peer) {
+    // The table's entry for the peer's RMB goes once the peer deleted it
+    // too: kept for ever, a group's 255th connection (RFC 7609 8.2's
+    // maximum, counted over the group's life) found the table full and
+    // answered every later CONFIRM RKEY negatively (fallback to TCP).
+    MutexLock lock(mu_);
+    for (int i = 0; i < link_slots(); ++i) {
+      const RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
+      if (r.size && peer_rmbs_.release(static_cast<size_t>(i), r.rkey, link())) break;
+    }
   }
   // Aliases before the registration that owns the memory.
   for (int pass = 0; pass < 2; ++pass) {

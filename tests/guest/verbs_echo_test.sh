@@ -58,6 +58,17 @@ check "100 connections were SMC-R" [ "$(stat_sum smc_active)" = 100 ]
 check "100 connections over one link group per side: one QP pair, not 100" \
   [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 198 ]
 
+# 300 connections one after another: one group per side for all of them.
+# The peer RMBs a group knows are forgotten once the peer deleted them and
+# our connection on them ended: kept for ever, each 240 connections over
+# the group's life made the server open a new group (a new QP pair and
+# CONFIRM LINK), and would have made RFC 7609 8.2's 255 a hard stop.
+run_pair "--max-conns 300" "--bytes 1K --conns 300 --sequential"
+check "300 sequential connections over rxe intact, all SMC-R" \
+  [ "$(field ok "$OUT")" = 300 -a "$(stat_sum smc_active)" = 300 -a "$(stat_sum smc_passive)" = 300 ]
+check "300 sequential connections over one link group per side (lgr_created=$(stat_sum lgr_created))" \
+  [ "$(stat_sum lgr_created)" = 2 ]
+
 run_pair "--mode source --bytes 4M --max-conns 1" "--mode source --bytes 4M"
 check "server closes first over rxe" [ "$(field ok "$OUT")" = 1 ]
 

@@ -192,6 +192,50 @@ TEST(PeerTable, LinuxRenewsARepeatedAnnouncement) {
   EXPECT_TRUE(table.claim(0, 9, 0x9000, &got, &fd, nullptr)) << "claimable again";
 }
 
+// verbs: nothing is mapped, so a connection that ends releases its entry
+// by RKey. Before, an entry stayed (claimed) for the group's life, and the
+// group's 256th RMB was refused (RFC 7609 8.2's maximum): every later
+// connection fell back to TCP.
+TEST(PeerTable, VerbsEntriesGoWithTheirConnectionAndTheDeletion) {
+  PeerTable table;
+  for (uint32_t k = 1; k <= 3 * PeerTable::kMax; ++k) {
+    int fd = -1;
+    ASSERT_TRUE(table.announce(0, tokens(k, 0x1000 * k), &fd, false)) << "RMB " << k << " of the group's life";
+    PeerRmbTokens got;
+    ASSERT_TRUE(table.claim(0, k, 0x1000 * k, &got, &fd, nullptr)) << k;
+    if (k % 2) {  // the peer's DELETE RKEY first, then our connection ends
+      ASSERT_TRUE(table.forget(0, k, nullptr));
+      EXPECT_EQ(table.size(), 1u);
+      ASSERT_TRUE(table.release(0, k, nullptr));
+    } else {  // our connection ends first, then the peer deletes
+      ASSERT_TRUE(table.release(0, k, nullptr));
+      EXPECT_EQ(table.size(), 1u) << "the peer has not deleted it";
+      ASSERT_TRUE(table.forget(0, k, nullptr));
+    }
+    EXPECT_EQ(table.size(), 0u) << k;
+  }
+  EXPECT_FALSE(table.release(0, 1, nullptr)) << "gone";
+}
+
+TEST(PeerTable, VerbsReleasedRmbMayBeNamedAgainWithoutAnAnnouncement) {
+  PeerTable table;
+  int fd = -1;
+  ASSERT_TRUE(table.announce(1, [] {
+    PeerRmbTokens t;
+    t.has[1] = true;
+    t.rkey[1] = 4;
+    t.vaddr[1] = 0x4000;
+    return t;
+  }(), &fd, false));
+  PeerRmbTokens got;
+  ASSERT_TRUE(table.claim(1, 4, 0x4000, &got, &fd, nullptr));
+  EXPECT_FALSE(table.release(0, 4, nullptr)) << "another link's RKey";
+  ASSERT_TRUE(table.release(1, 4, nullptr));
+  EXPECT_FALSE(table.release(1, 4, nullptr)) << "no connection uses it";
+  EXPECT_TRUE(table.claim(1, 4, 0x4000, &got, &fd, nullptr)) << "RFC 3.5.2: the RMB stays registered for reuse";
+  EXPECT_FALSE(table.claim(1, 4, 0x4000, &got, &fd, nullptr)) << "by one connection at a time";
+}
+
 // shm: the table keeps its mapping of a peer RMB across connections and
 // unmaps it once the peer deleted it and no connection uses it.
 TEST(PeerTable, ShmMappingKeptForTheNextConnection) {
