@@ -91,8 +91,9 @@ HandshakeOutcome clc_client_finish(int tcp_fd, ClientContinuation* p);
 // A deferred Confirm (HandshakeOutcome::kPending). Never blocks: reads the
 // Confirm if the whole of it is queued on `tcp_fd` (the connection's TCP
 // socket, wherever it sits now). Returns false while it is not and `now_ms`
-// is before the CLC deadline; otherwise true with *out kSmc or kTerminate,
-// and `p` is gone. One caller at a time.
+// is before the CLC deadline; otherwise true with *out kSmc, kTerminate, or
+// kFallback where the client declined the Accept (RFC 7609 C.3: both go on
+// over TCP), and `p` is gone. One caller at a time.
 bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutcome* out);
 // The CLC deadline (sys::now_ms() clock) of a deferred Confirm.
 int64_t confirm_deadline(const PendingConfirm* p);

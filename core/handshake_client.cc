@@ -103,6 +103,17 @@ static std::optional<HandshakeOutcome> shm_client_setup(int fd, const clc::Accep
   return std::nullopt;
 }
 
+// SMCR_TEST_CONFIRM_DELAY_MS (fault injection for tests, default 0): a slow
+// or hostile client, so that a test sees the server's accept() return
+// before the Confirm arrives (HandshakeRequest::may_defer_confirm).
+static void test_confirm_delay() {
+  static const long confirm_delay_ms = env_long("SMCR_TEST_CONFIRM_DELAY_MS", 0, 0, 60000);
+  if (confirm_delay_ms <= 0) return;
+  timespec ts{confirm_delay_ms / 1000, (confirm_delay_ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 // An F=0 Accept for a link of our group `g`: claim the server's announced
 // RMB, announce ours, then Confirm naming the group's link. No CONFIRM LINK.
 static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const clc::AcceptConfirm& acc,
@@ -112,6 +123,15 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
   ConnRmbs rmbs;
   if (!claim_peer_rmb(g, acc.rmb_rkey, acc.rmb_vaddr, acc.rmbe_index, peer_size, &rmbs))
     return decline(fd, clc::decline::kRtokenError, Fallback::kProtocolError, deadline);
+  // SMCR_TEST_DECLINE_AFTER_ACCEPT (fault injection for tests, default 0): a
+  // client that declines the server's Accept (RFC 7609 C.3: a Decline where
+  // the Confirm belongs), after SMCR_TEST_CONFIRM_DELAY_MS.
+  static const bool decline_after_accept = env_long("SMCR_TEST_DECLINE_AFTER_ACCEPT", 0, 0, 1) != 0;
+  if (decline_after_accept) {
+    test_confirm_delay();
+    free_conn_rmbs(g, &rmbs);
+    return decline(fd, clc::decline::kRtokenError, Fallback::kResources, deadline);
+  }
   // The server waits for our Confirm until its own deadline, which began
   // after ours: a Decline sent before ours reaches it in time.
   if (!add_rmb_to_group(g, conn_rmb_size(), rkey_exchange_budget_ms(deadline, kDeclineMarginMs), &rmbs)) {
@@ -122,15 +142,7 @@ static HandshakeOutcome client_subsequent_contact(int fd, LinkGroup* g, const cl
       rmb_message(clc::Type::kConfirm, false, g->local(), 0, rmbs.local[static_cast<size_t>(g->primary_slot())], token);
   if (acc.v2) conf.v2 = v2::confirm_for(acc, g->local().gid);
   g->expect_token(conf.rmbe_alert_token);
-  // SMCR_TEST_CONFIRM_DELAY_MS (fault injection for tests, default 0): a
-  // slow or hostile client, so that a test sees the server's accept()
-  // return before the Confirm arrives (HandshakeRequest::may_defer_confirm).
-  static const long confirm_delay_ms = env_long("SMCR_TEST_CONFIRM_DELAY_MS", 0, 0, 60000);
-  if (confirm_delay_ms > 0) {
-    timespec ts{confirm_delay_ms / 1000, (confirm_delay_ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-  }
+  test_confirm_delay();
   if (!send_all(fd, clc::encode(conf), deadline)) {
     g->forget_token(conf.rmbe_alert_token);
     free_conn_rmbs(g, &rmbs);

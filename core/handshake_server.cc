@@ -177,9 +177,14 @@ bool finish_confirm(PendingConfirm* p, int tcp_fd, int64_t now_ms, HandshakeOutc
   Recv r = recv_clc(p->fd, 0, &msg, &h, false);
   if (r == Recv::kTimeout && now_ms < p->deadline) return false;
   HandshakeOutcome o = p->complete(r, msg, h);
-  if (o.kind != HandshakeOutcome::Kind::kSmc && o.kind != HandshakeOutcome::Kind::kTerminate) {
-    // A Decline or plain bytes where the Confirm belongs: the application
-    // already holds the connection as SMC-R, so it cannot become TCP.
+  if (o.kind == HandshakeOutcome::Kind::kFallback && o.reason == Fallback::kPeerDeclined) {
+    // The client declined our Accept (RFC 7609 C.3): both go on over TCP,
+    // as when the Confirm was awaited inside accept(). The application's
+    // number is relayed to the TCP socket (preload/takeover.cc), with what
+    // it wrote meanwhile sent first.
+  } else if (o.kind != HandshakeOutcome::Kind::kSmc && o.kind != HandshakeOutcome::Kind::kTerminate) {
+    // Plain bytes or an end of stream where the Confirm belongs: the
+    // client's state is unknown, so neither side may go on over TCP.
     SMCR_LOG(1, "CLC: no Confirm after our Accept: connection reset (the application already holds it)");
     o = terminate(o.reason, ECONNRESET);
   }

@@ -219,7 +219,8 @@ void send_early_over_tcp(Accepting* a) {
 }
 
 // The handshake ended (a.mu held): install the connection, or reset, or
-// (a threaded handshake only) fall back to TCP through a relay.
+// fall back to TCP through a relay (a threaded handshake, or a client that
+// declined our Accept after accept() returned).
 void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   if (a->watch) Engine::get().end_watch(a->watch);
   a->watch = nullptr;
@@ -305,14 +306,23 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
 }
 
+void relay(Accepting* a);
+
 // Tries to finish a deferred Confirm (a.mu held). True once it has ended.
-bool step_locked(Accepting* a, bool expired) {
+bool step_locked(const std::shared_ptr<Accepting>& a, bool expired) {
   if (!a->handshake) return true;
   HandshakeOutcome o;
   if (!finish_confirm(a->handshake, a->res.tcp, expired ? INT64_MAX : sys::now_ms(), &o)) return false;
   a->handshake = nullptr;
-  // finish_confirm never falls back: the Accept was sent.
-  conclude_locked(a, o);
+  conclude_locked(a.get(), o);
+  // The client declined our Accept: the relay, on a thread of its own (the
+  // caller is the engine thread or an application call).
+  if (a->state == Accepting::kRelayed && !workers::run([a] { relay(a.get()); })) {
+    SMCR_LOG(1, "fd %d: no thread for the TCP relay after accept(): connection reset", a->fd);
+    sys::shutdown(a->res.engine_end, SHUT_RDWR);
+    sys::abort_tcp(a->res.tcp);
+    a->state = Accepting::kFailed;
+  }
   return true;
 }
 
@@ -523,7 +533,7 @@ void start_accepting(int fd, PendingConfirm* handshake, const Reserved& r, uint3
   std::lock_guard<std::mutex> lock(a->mu);
   a->watch = Engine::get().watch_readable(a->res.tcp, confirm_deadline(handshake), [a](bool expired) {
     std::lock_guard<std::mutex> step_lock(a->mu);
-    return step_locked(a.get(), expired);
+    return step_locked(a, expired);
   });
 }
 
@@ -560,7 +570,7 @@ Connection* await_accepting(int fd, int io_flags, int* refused_errno, bool write
     int64_t deadline;
     {
       std::lock_guard<std::mutex> lock(a->mu);
-      if (a->state == Accepting::kWaiting && !a->threaded) step_locked(a.get(), false);
+      if (a->state == Accepting::kWaiting && !a->threaded) step_locked(a, false);
       switch (a->state) {
         case Accepting::kRelayed:
           return nullptr;  // a plain byte stream now

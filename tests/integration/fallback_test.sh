@@ -198,4 +198,23 @@ check "the silent client is dropped at the CLC deadline" [ "$src" = 0 ]
 check "... counted as a CLC timeout" [ "$(stat_sum fallback.timeout)" = 1 ]
 check "server counted the three fallbacks" [ "$(stat_sum fallback_total)" -ge 1 ]
 
+# A client that declines the server's Accept (RFC 7609 C.3) after the
+# server's accept() returned (the Confirm deferred: the client answers only
+# after 300 ms): both go on over TCP, the server's early write and every
+# byte intact. The server used to reset the connection.
+DAA="$SMCR_SOURCE_DIR/tests/integration/decline_after_accept.py"
+PORT=$(free_port); reset_stats
+bg under_smc timeout 60 python3 "$DAA" server "$PORT"
+SPID=$BG_PID
+wait_port "$PORT"
+OUT=$(SMCR_TEST_CONFIRM_DELAY_MS=300 SMCR_TEST_DECLINE_AFTER_ACCEPT=1 under_smc timeout 60 python3 "$DAA" client "$PORT" 2>&1)
+timeout 30 tail --pid="$SPID" -f /dev/null; wait "$SPID"; src=$?
+log "decline after accept(): $OUT; the server exited $src"
+check "the server's Confirm was deferred past accept() (the case under test)" [ "$(stat_sum confirm_deferred)" = 1 ]
+check "client declines the Accept after accept() returned: the server's bytes intact over TCP at the client" \
+  grep -q "^client: ok=1 error=none" <<<"$OUT"
+check "... and the client's at the server (it exited $src)" [ "$src" = 0 ]
+check "... the server counted the Decline, the first contact was SMC-R" \
+  [ "$(stat_sum fallback.peer_declined)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+
 finish
