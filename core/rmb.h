@@ -188,7 +188,8 @@ bool add_rmb_to_group(LinkGroup* g, uint32_t size, int llc_timeout_ms, ConnRmbs*
 // The peer's RMB that its CONFIRM RKEY announced and its Accept/Confirm
 // names (by its RToken on the primary link), on every link it was given for.
 bool claim_peer_rmb(LinkGroup* g, uint32_t rkey, uint64_t vaddr, uint8_t index, uint32_t size, ConnRmbs* r);
-// Releases what a failed handshake registered.
+// Releases what a failed handshake registered, and announces our RMB gone
+// (DELETE RKEY) where it had one.
 void free_conn_rmbs(LinkGroup* g, ConnRmbs* r);
 // What the peer's RMB is called on each link, from what we know of it.
 PeerRmbTokens tokens_of(const ConnRmbs& r);

@@ -298,7 +298,10 @@ void LinkGroup::free_all_rmbs() {
 // ------------------------------------------- a connection's, in its handshake
 
 void free_conn_rmbs(LinkGroup* g, ConnRmbs* r) {
-  g->free_rmbs(&r->local, &r->peer);
+  // The peer may have our RMB from its CONFIRM RKEY: announced gone, as a
+  // connection's (an RKey it never had gets a negative reply), or the
+  // peer's table keeps it for the group's life.
+  g->announce_rmb_deleted(g->free_rmbs(&r->local, &r->peer));
   sys::close_reset(&r->memfd);
   sys::close_reset(&r->peer_memfd);
 }

@@ -7,7 +7,7 @@
 # the client under SMCR_TEST_DECLINE_AFTER_ACCEPT=1 SMCR_TEST_CONFIRM_DELAY_MS=300.
 # The first connection is a first contact (the group the second joins); the
 # second is the case: the server writes before the client's answer came.
-import socket, sys, time
+import os, socket, subprocess, sys, time
 
 role = sys.argv[1]
 if role == "server":
@@ -52,3 +52,15 @@ else:
         err = e.strerror
     c.close()
     print("client: ok=%d error=%s bytes=%d" % (data == b"banner" + b"pong" * 1000, err, len(data)))
+    # The group as the client sees it (SMCR_STAT: tools/smcr_stat): the
+    # server's RMB of the declined connection, announced by its CONFIRM
+    # RKEY, must be announced gone too.
+    stat = os.environ.get("SMCR_STAT")
+    for _ in range(40 if stat else 0):
+        out = subprocess.run([stat, "--raw", "--pid", str(os.getpid())], capture_output=True, text=True).stdout
+        groups = [l.strip() for l in out.splitlines() if l.strip().startswith("group ")]
+        if groups and "peer_rmbs=1 " in groups[0]:
+            break
+        time.sleep(0.05)
+    if stat:
+        print("client group:", *groups)

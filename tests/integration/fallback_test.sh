@@ -207,7 +207,8 @@ PORT=$(free_port); reset_stats
 bg under_smc timeout 60 python3 "$DAA" server "$PORT"
 SPID=$BG_PID
 wait_port "$PORT"
-OUT=$(SMCR_TEST_CONFIRM_DELAY_MS=300 SMCR_TEST_DECLINE_AFTER_ACCEPT=1 under_smc timeout 60 python3 "$DAA" client "$PORT" 2>&1)
+OUT=$(SMCR_STAT="$SMCR_BUILD_DIR/tools/smcr_stat" SMCR_TEST_CONFIRM_DELAY_MS=300 SMCR_TEST_DECLINE_AFTER_ACCEPT=1 \
+  under_smc timeout 60 python3 "$DAA" client "$PORT" 2>&1)
 timeout 30 tail --pid="$SPID" -f /dev/null; wait "$SPID"; src=$?
 log "decline after accept(): $OUT; the server exited $src"
 check "the server's Confirm was deferred past accept() (the case under test)" [ "$(stat_sum confirm_deferred)" = 1 ]
@@ -216,5 +217,7 @@ check "client declines the Accept after accept() returned: the server's bytes in
 check "... and the client's at the server (it exited $src)" [ "$src" = 0 ]
 check "... the server counted the Decline, the first contact was SMC-R" \
   [ "$(stat_sum fallback.peer_declined)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
+check "... the server announced its RMB of the declined connection gone: the client's group knows only the first's" \
+  grep -q "^client group: group role=client .* connections=1 peer_rmbs=1 " <<<"$OUT"
 
 finish
