@@ -247,16 +247,6 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(LocalRmbs* local, Remo
     const LocalRmb& ours = (*local)[0];
     if (reusable && !failed_ && !retired_ && link_slots() == 1 && ours.addr && ours.control && rmb_pool_.has_room())
       rmb_pool_.put(local);
-  } else if (peer) {
-    // The table's entry for the peer's RMB goes once the peer deleted it
-    // too: kept for ever, a group's 255th connection (RFC 7609 8.2's
-    // maximum, counted over the group's life) found the table full and
-    // answered every later CONFIRM RKEY negatively (fallback to TCP).
-    MutexLock lock(mu_);
-    for (int i = 0; i < link_slots(); ++i) {
-      const RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
-      if (r.size && peer_rmbs_.release(static_cast<size_t>(i), r.rkey, link())) break;
-    }
   }
   // Aliases before the registration that owns the memory.
   for (int pass = 0; pass < 2; ++pass) {
@@ -267,10 +257,25 @@ std::array<uint32_t, kMaxGroupLinks> LinkGroup::free_rmbs(LocalRmbs* local, Remo
       link_at(i)->free_local_rmb(&r);
     }
   }
+  int released_slot = -1;
+  uint32_t released_rkey = 0;
   for (int i = 0; peer && i < link_slots(); ++i) {
     RemoteRmb& r = (*peer)[static_cast<size_t>(i)];
+    if (r.size && released_slot < 0) {
+      released_slot = i;
+      released_rkey = r.rkey;
+    }
     if (r.size) link_at(i)->release_remote_rmb(&r);
     r = RemoteRmb{};
+  }
+  if (!shm() && released_slot >= 0) {
+    // verbs: the table's entry for the peer's RMB goes once the peer deleted
+    // it too (kept for ever, a group reached the 240 RMBs after which a
+    // server opens another group, and RFC 7609 8.2's 255). Only after our
+    // staging buffer for it is gone: a next connection the peer names it
+    // for makes its own.
+    MutexLock lock(mu_);
+    peer_rmbs_.release(static_cast<size_t>(released_slot), released_rkey, link());
   }
   return rkeys;
 }
