@@ -218,6 +218,14 @@ void send_early_over_tcp(Accepting* a) {
               a->early.size());
 }
 
+// The application sees a reset socket: hung up, ECONNRESET once; the peer
+// a RST now (a.mu held).
+void reset_locked(Accepting* a) {
+  sys::shutdown(a->res.engine_end, SHUT_RDWR);
+  sys::abort_tcp(a->res.tcp);
+  if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
+}
+
 // The handshake ended (a.mu held): install the connection, or reset, or
 // fall back to TCP through a relay (a threaded handshake, or a client that
 // declined our Accept after accept() returned).
@@ -299,11 +307,7 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
   }
   SMCR_LOG(1, "fd %d: connection reset after %s returned (%s)", a->fd, a->client ? "connect()" : "accept()",
            fallback_name(o.reason));
-  // The application sees a reset socket: hung up, ECONNRESET once; the
-  // peer a RST now.
-  sys::shutdown(a->res.engine_end, SHUT_RDWR);
-  sys::abort_tcp(a->res.tcp);
-  if (a->state != Accepting::kClosed) a->state = Accepting::kFailed;
+  reset_locked(a);
 }
 
 void relay(Accepting* a);
@@ -319,9 +323,7 @@ bool step_locked(const std::shared_ptr<Accepting>& a, bool expired) {
   // caller is the engine thread or an application call).
   if (a->state == Accepting::kRelayed && !workers::run([a] { relay(a.get()); })) {
     SMCR_LOG(1, "fd %d: no thread for the TCP relay after accept(): connection reset", a->fd);
-    sys::shutdown(a->res.engine_end, SHUT_RDWR);
-    sys::abort_tcp(a->res.tcp);
-    a->state = Accepting::kFailed;
+    reset_locked(a.get());
   }
   return true;
 }
