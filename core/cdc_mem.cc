@@ -29,8 +29,11 @@ constexpr size_t kWantWindowAt = 200;
 constexpr size_t kNoDirectAt = 208;
 constexpr size_t kReadySetAt = 216;
 constexpr size_t kRingingAt = 256;
+// Line 5: the receiver's bell record (publish_bell): token last.
+constexpr size_t kBellTokenAt = 320, kBellPidAt = 324, kBellFdAt = 328, kBellInoAt = 336;
 static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kUrgentAt + 8 <= 64);
 static_assert(kSlotAt[1] + 64 <= kWantDataAt && kRingingAt + 4 <= kControlBytes);
+static_assert(kRingingAt + 64 <= kBellTokenAt && kBellInoAt + 8 <= kControlBytes);
 static_assert(kSlotAt[0] == layout::kSlot0 && kSlotAt[1] == layout::kSlot1 && kCdcAt == layout::kCdcInSlot);
 
 // A slot's word: the number of the publish it holds, shifted left by one,
@@ -116,6 +119,30 @@ bool take_for_end(uint8_t* page, uint64_t seen) {
 bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {
   if (!(seen & kArmed) || (seen & kCursorMask) == cursor_bits(cursor)) return false;
   return want_word(page, which).compare_exchange_strong(seen, seen & ~kArmed, std::memory_order_seq_cst);
+}
+
+void publish_bell(uint8_t* page, uint32_t alert_token, const BellRecord& bell) {
+  // Token 0 first: a reader never pairs the old token with new fields.
+  u32_at(page, kBellTokenAt).store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  u32_at(page, kBellPidAt).store(bell.pid, std::memory_order_relaxed);
+  u32_at(page, kBellFdAt).store(bell.fd, std::memory_order_relaxed);
+  u64_at(page, kBellInoAt).store(bell.ino, std::memory_order_relaxed);
+  u32_at(page, kBellTokenAt).store(alert_token, std::memory_order_release);
+}
+
+std::optional<BellRecord> read_bell(const uint8_t* page, uint32_t alert_token) {
+  if (alert_token == 0 || u32_at(page, kBellTokenAt).load(std::memory_order_acquire) != alert_token)
+    return std::nullopt;
+  BellRecord r;
+  r.pid = u32_at(page, kBellPidAt).load(std::memory_order_relaxed);
+  r.fd = u32_at(page, kBellFdAt).load(std::memory_order_relaxed);
+  r.ino = u64_at(page, kBellInoAt).load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Rewritten meanwhile (the RMB reused): not this connection's.
+  if (u32_at(page, kBellTokenAt).load(std::memory_order_relaxed) != alert_token) return std::nullopt;
+  if (r.pid == 0 || r.pid > 0x3fffffff || r.fd > 0x7fffffff || r.ino == 0) return std::nullopt;
+  return r;
 }
 
 void forbid_direct(uint8_t* page) { u32_at(page, kNoDirectAt).store(1, std::memory_order_seq_cst); }

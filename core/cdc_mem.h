@@ -9,8 +9,9 @@
 //
 // Wake-ups: the receiver says in the same page what it waits for (data, or
 // room in the window). The sender, holding a descriptor of the receiver's
-// readiness socket (its "engine end", passed once per connection over the
-// link), claims that bit and rings the receiver's socket itself: one
+// readiness socket (its "engine end", fetched from the receiver's process
+// with pidfd_getfd, or passed once per connection over the link), claims
+// that bit and rings the receiver's socket itself: one
 // wake-up per message, as with TCP, and none while the receiver is busy.
 // Every CDC with D, C, A or U, and every CDC while the receiver has not
 // allowed direct rings, is also posted on the link, so the receiver's engine
@@ -124,6 +125,24 @@ bool fetch(const uint8_t* page, uint32_t* seen, cdc::Message* out, UrgentRecord*
 // nothing more.
 void set_ready_since(uint8_t* page, uint64_t stamp);
 uint64_t ready_since(const uint8_t* page);
+
+// The receiver's readiness socket, for a sender that has none yet: the
+// process and descriptor number that hold its engine end, and its inode
+// (which file the number named when this was written). The sender fetches
+// it with pidfd_getfd (core/peer_fd.h) instead of waiting for it to ride
+// the receiver's first CDC on the link, which the sender's engine thread
+// must wake up for (and the receiver's first data the receiver's). Written
+// by the receiver before its Accept or Confirm names the RMB, under its
+// connection's alert token; cleared with the page when the RMB is reused.
+// Untrusted: a sender fetches only the file whose inode this names.
+struct BellRecord {
+  uint32_t pid = 0;
+  uint32_t fd = 0;
+  uint64_t ino = 0;
+};
+void publish_bell(uint8_t* page, uint32_t alert_token, const BellRecord& bell);
+// The record written under `alert_token`, if any.
+std::optional<BellRecord> read_bell(const uint8_t* page, uint32_t alert_token);
 
 // Sender-side count of rings in progress, for a receiver taking back its
 // readiness socket (forbid_direct) to wait out.

@@ -232,6 +232,7 @@ void Connection::attach_fds(int app_end, int engine_end, bool nonblocking) {
   if (peer_write_closed(close_.state)) signal_eof_locked();
   if (close_.aborted || close_.peer_lost) signal_reset_locked();
   mem_.bell_owed = mem_.control && fabric_.link && app_.engine_end >= 0 && !fabric_.link_dead && !close_.released;
+  mem_.bell_published = mem_.bell_owed && cdcmem::read_bell(mem_.control, local_token_).has_value();
 }
 
 bool Connection::foreign() const { return owner_generation_ != process_generation(); }

@@ -490,6 +490,9 @@ class Connection {
   bool wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) SMCR_REQUIRES(mu_);
   // We hold the peer's readiness socket and it has not taken it back.
   bool may_ring_peer_locked(uint8_t* page) const SMCR_REQUIRES(mu_);
+  // The peer's readiness socket fetched from its process (core/peer_fd.h)
+  // where its control page names it; tried once per connection.
+  bool fetch_peer_bell_locked(uint8_t* page) SMCR_REQUIRES(mu_);
   // A cursor update goes through memory (the peer's control page, its bell
   // known): publishing one costs no system call unless the peer sleeps.
   bool cursor_updates_cheap_locked() const SMCR_REQUIRES(mu_);
@@ -783,6 +786,11 @@ class Connection {
     // one request and one reply never sends it on its own (each link
     // message wakes the peer's engine).
     bool bell_owed = false;
+    bool bell_fetch_tried = false;  // fetch_peer_bell_locked
+    // Our control page names our bell for the peer to fetch (core/peer_fd.h):
+    // it rides no CDC; a peer that could not fetch it still gets it by the
+    // second-link-CDC rule (process_item_locked).
+    bool bell_published = false;
     uint8_t link_cdcs_unrung = 0;
     // The peer's ready set we marked last (mark_peer_set_locked): the
     // group keeps it mapped while we hold the group.

@@ -92,10 +92,12 @@ bool Connection::cursor_updates_cheap_locked() const {
 }
 
 bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool data_moved, bool window_moved) {
+  if (mem_.peer_bell_fd < 0) fetch_peer_bell_locked(page);
   if (!may_ring_peer_locked(page)) {
-    // The peer's readiness socket has not reached us yet (it rides the
-    // peer's first CDC on the link, which our engine may not have taken
-    // when the application read that CDC from memory). The CDC goes on the
+    // The peer's readiness socket could not be fetched and has not reached
+    // us yet (it rides the peer's first CDC on the link, which our engine
+    // may not have taken when the application read that CDC from memory),
+    // or the peer forbids direct rings (a handover). The CDC goes on the
     // link, but an arming for the peer's ready set is answered now, through
     // memory: otherwise a later write on an older connection of the same
     // peer, rung at once, overtook this one's data in the peer's epoll_wait

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "core/cdc_mem.h"
+#include "core/peer_fd.h"
 #include "core/cpu_relax.h"
 #include "core/engine.h"
 #include "core/env.h"
@@ -528,7 +529,8 @@ void Connection::send_bell_locked() {
 }
 
 bool Connection::bell_rides_locked(const cdc::Message& m) const {
-  return mem_.bell_owed && mem_.control && app_.engine_end >= 0 && !m.flags.peer_conn_closed && !m.flags.peer_conn_abort;
+  return mem_.bell_owed && !mem_.bell_published && mem_.control && app_.engine_end >= 0 && !m.flags.peer_conn_closed &&
+         !m.flags.peer_conn_abort;
 }
 
 void Connection::set_peer_bell(int fd) {
@@ -565,6 +567,28 @@ bool Connection::wait_peer_quiet_locked(int timeout_ms) {
   while (!(quiet = cdcmem::ringing(mem_.control).load(std::memory_order_seq_cst) == 0) && sys::now_ms() < deadline)
     sched_yield();
   return quiet;
+}
+
+bool Connection::fetch_peer_bell_locked(uint8_t* page) {
+  if (mem_.peer_bell_fd >= 0 || mem_.bell_fetch_tried || !fabric_.link || cdcmem::direct_forbidden(page)) return false;
+  mem_.bell_fetch_tried = true;
+  auto rec = cdcmem::read_bell(page, fabric_.peer_token);
+  // Only from the process at the other end of our link, as the kernel
+  // knows it: a record is the peer's word, and could name another
+  // process's socket for us to ring or drain.
+  int pid = rec ? fabric_.link->peer_pid() : -1;
+  if (!rec || pid <= 0 || static_cast<uint32_t>(pid) != rec->pid) return false;
+  uint64_t dev = 0;
+  int fd = peer_fd::fetch_socket(pid, static_cast<int>(rec->fd), rec->ino, &dev);
+  if (fd < 0) {
+    counters().bell_fetch_failed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  mem_.peer_bell_fd = fd;  // as set_peer_bell_fd_locked, whose fstat the fetch made
+  mem_.peer_bell_dev = dev;
+  mem_.peer_bell_ino = rec->ino;
+  counters().bells_fetched.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool Connection::may_ring_peer_locked(uint8_t* page) const {

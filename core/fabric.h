@@ -72,6 +72,9 @@ class Link {
   // During drain_messages' callback: the handle that came with the current
   // message, if any (the caller owns it), else -1.
   virtual int take_attached_fd() { return -1; }
+  // The process at the other end (the kernel's word for it: SO_PEERCRED),
+  // for a link between two processes of this host; -1 otherwise.
+  virtual int peer_pid() const { return -1; }
   // Readable when messages may be waiting (epoll on it), or hung up on failure.
   virtual int notify_fd() const = 0;
   // Delivers every waiting message without blocking. Returns false when the

@@ -260,6 +260,18 @@ std::string ShmLink::describe() const {
   return buf;
 }
 
+int ShmLink::peer_pid() const {
+  int pid = peer_pid_.load(std::memory_order_relaxed);
+  if (pid != 0) return pid;
+  // The process that connected (or listened, for the client's end): what
+  // the kernel recorded, not what the peer says of itself.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  pid = sys::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0 ? cred.pid : -1;
+  peer_pid_.store(pid, std::memory_order_relaxed);
+  return pid;
+}
+
 ShmLink::~ShmLink() {
   if (fd_ >= 0) sys::close(fd_);
 }

@@ -70,6 +70,7 @@ class ShmLink final : public Link {
     return fd;
   }
   int notify_fd() const override { return fd_; }
+  int peer_pid() const override;
   bool drain_messages(const std::function<void(std::span<const uint8_t>)>& on_message) override;
   bool wait_message(uint8_t (&out)[kLinkMessageLen], int timeout_ms) override;
   const char* fabric_name() const override { return "shm"; }
@@ -87,6 +88,7 @@ class ShmLink final : public Link {
   int fd_;
   std::atomic<bool> failed_{false};
   int attached_fd_ = -1;  // came with the message being delivered
+  mutable std::atomic<int> peer_pid_{0};  // 0: not asked yet
 };
 
 // What a client presents on the rendezvous socket, and the server's answer.

@@ -78,6 +78,12 @@ struct HandshakeRequest {
   // Client only: the address connect() was given (family 0: unknown), which
   // spares asking the kernel for the peer's (a system call per connection).
   sockaddr_storage peer{};
+  // The engine end of the readiness socket the connection will have (-1:
+  // none yet). On the shm fabric it is named in our RMB's control page
+  // before our Accept or Confirm, so that the peer can fetch it for its
+  // first wake-up of us (core/peer_fd.h) instead of waiting for it on the
+  // link.
+  int bell_fd = -1;
 };
 
 HandshakeOutcome clc_client(int tcp_fd, const HandshakeRequest& req = {});

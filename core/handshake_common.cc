@@ -1,6 +1,7 @@
 #include "core/handshake_internal.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -16,12 +17,15 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cdc_mem.h"
 #include "core/clc.h"
 #include "core/connection.h"
 #include "core/env.h"
 #include "core/fabric_shm.h"
 #include "core/link_group.h"
 #include "core/llc.h"
+#include "core/peer_fd.h"
+#include "core/process.h"
 #include "core/random.h"
 #include "core/rmb.h"
 #include "core/sys.h"
@@ -29,6 +33,7 @@
 namespace smcr {
 
 constinit thread_local uint32_t t_rmb_size = 0;  // handshake_internal.h
+constinit thread_local int t_bell_fd = -1;
 uint32_t conn_rmb_size() { return t_rmb_size ? t_rmb_size : handshake_config().rmb_size; }
 
 int rkey_exchange_budget_ms(int64_t deadline, int64_t margin_ms) {
@@ -436,7 +441,19 @@ clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIde
   m.mtu_code = link.mtu_code;
   m.rmb_vaddr = rmb.vaddr;
   m.psn = psn;
+  publish_bell(rmb, alert_token);
   return m;
+}
+
+void publish_bell(const LocalRmb& rmb, uint32_t alert_token) {
+  // shm only (a control page); one fstat per connection, which the peer's
+  // fetch checks against (the number may name another file by then).
+  if (!rmb.control || t_bell_fd < 0 || !peer_fd::enabled()) return;
+  struct stat st {};
+  if (sys::fstat(t_bell_fd, &st) != 0) return;
+  cdcmem::publish_bell(rmb.control, alert_token,
+                       cdcmem::BellRecord{static_cast<uint32_t>(current_pid()), static_cast<uint32_t>(t_bell_fd),
+                                          static_cast<uint64_t>(st.st_ino)});
 }
 
 // Drawn before the RMB and link it will name are set up: a handshake that

@@ -30,12 +30,21 @@
 
 namespace smcr {
 
-// The RMB size of the handshake running on this thread (handshakes run on the
-// application thread inside connect()/accept(), one at a time per thread).
+// The RMB size and readiness socket (HandshakeRequest::bell_fd) of the
+// handshake running on this thread (handshakes run on the application
+// thread inside connect()/accept(), or on one of their own, one at a time
+// per thread).
 extern constinit thread_local uint32_t t_rmb_size;
+extern constinit thread_local int t_bell_fd;
 struct ScopedRmbSize {
-  explicit ScopedRmbSize(uint32_t size) { t_rmb_size = size; }
-  ~ScopedRmbSize() { t_rmb_size = 0; }
+  explicit ScopedRmbSize(uint32_t size, int bell_fd) {
+    t_rmb_size = size;
+    t_bell_fd = bell_fd;
+  }
+  ~ScopedRmbSize() {
+    t_rmb_size = 0;
+    t_bell_fd = -1;
+  }
 };
 uint32_t conn_rmb_size();
 
@@ -161,6 +170,9 @@ struct FabricSetup {
 
 clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIdentity& link, uint32_t psn,
                                const LocalRmb& rmb, uint32_t alert_token);
+// Names this handshake's readiness socket (t_bell_fd) in `rmb`'s control
+// page under `alert_token` (core/cdc_mem.h, BellRecord); shm only.
+void publish_bell(const LocalRmb& rmb, uint32_t alert_token);
 bool new_alert_token(uint32_t* token);
 HandshakeOutcome establish_on(LinkGroup* group, ConnRmbs* rmbs, uint32_t local_token, uint32_t peer_token, int tcp_fd,
                               bool first_contact);

@@ -184,6 +184,8 @@ void for_each_counter(Counters& c, F&& f) {
   f("ready_set_marks", c.ready_set_marks);
   f("ready_set_wakes", c.ready_set_wakes);
   f("bells_on_cdc", c.bells_on_cdc);
+  f("bells_fetched", c.bells_fetched);
+  f("bell_fetch_failed", c.bell_fetch_failed);
   f("epoll_from_memory", c.epoll_from_memory);
   f("epoll_ctl_in_memory", c.epoll_ctl_in_memory);
   f("accept_unoffered", c.accept_unoffered);

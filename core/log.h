@@ -52,6 +52,8 @@ struct Counters {
   std::atomic<uint64_t> ready_set_wakes{0};  // ... that woke its sleeping thread (a send on its bell)
   std::atomic<uint64_t> bells_sent{0};      // readiness sockets passed to the peer alone
   std::atomic<uint64_t> bells_on_cdc{0};    // ... and on a CDC that went on the link anyway
+  std::atomic<uint64_t> bells_fetched{0};   // peer readiness sockets fetched from its process (pidfd_getfd)
+  std::atomic<uint64_t> bell_fetch_failed{0};  // ... named in its control page, but not to be had
   std::atomic<uint64_t> epoll_from_memory{0};  // epoll events found in memory, no readiness socket rung
   std::atomic<uint64_t> epoll_ctl_in_memory{0};  // epoll_ctl calls on SMC-R fds answered without a system call
   std::atomic<uint64_t> accept_unoffered{0};  // TCP children of opted-in listeners known without their record (bpfopt::offers_pending)

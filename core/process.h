@@ -12,4 +12,7 @@ namespace smcr {
 // stored 0 can mean "not made yet".
 uint64_t process_generation();
 
+// This process's id, asked of the kernel once per process generation.
+int current_pid();
+
 }  // namespace smcr

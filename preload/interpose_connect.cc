@@ -124,6 +124,7 @@ int after_tcp_established(int fd, int listener, bool allowed = true, uint32_t fl
   smcr::preload::FdTable::BufferRequest bufs = fd_table().buffers(fd);
   smcr::HandshakeRequest req;
   req.have_resources = res.ok();
+  req.bell_fd = res.engine_end;
   req.allowed = allowed;
   req.rmb_size = bufs.rcvbuf;
   req.may_defer_confirm = !client && smcr::preload::defer_confirm_enabled();

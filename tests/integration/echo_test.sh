@@ -38,13 +38,35 @@ for size in 1 1M $BIG; do
     [ "$(field tcp_bytes_received "$OUT")" -lt 200 -a "$(field tcp_bytes_sent "$OUT")" -lt 200 ]
 done
 check "SMC-R $BIG: engine counted the payload both ways" [ "$(stat_sum tx_bytes)" -ge $((2 * $(numfmt --from=iec $BIG))) ]
-# Each end passed its readiness socket to the other (Connection::bell_owed_),
-# so the stream's CDCs went through memory with direct rings, not as link
-# messages that wake the peer's engine.
-check "SMC-R $BIG: both readiness sockets passed ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
-  [ $(( $(stat_sum bells_on_cdc) + $(stat_sum bells_sent) )) = 2 ]
+# Each end has the other's readiness socket: fetched from the peer's process
+# (core/peer_fd.h), or passed on a link CDC (Connection::bell_owed_), so the
+# stream's CDCs went through memory with direct rings, not as link messages
+# that wake the peer's engine.
+check "SMC-R $BIG: both readiness sockets known ($(stat_sum bells_fetched) fetched, $(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
+  [ $(( $(stat_sum bells_fetched) + $(stat_sum bells_on_cdc) + $(stat_sum bells_sent) )) = 2 ]
 check "SMC-R $BIG: most CDCs through memory ($(stat_sum cdc_in_memory) of $(stat_sum cdc_sent))" \
   [ $(( 10 * $(stat_sum cdc_in_memory) )) -ge $(( 9 * $(stat_sum cdc_sent) )) ]
+
+# Short connections (core/peer_fd.h): each end fetches the other's readiness
+# socket from its process with pidfd_getfd where the other's control page
+# names it, so neither's first CDC waits on the link for the peer's engine
+# (an end whose only CDCs carry D or C, which go on the link anyway, needs
+# none), and neither bell rides a link CDC.
+# With SMCR_FETCH_BELL=0 (the instrument's positive case) the bells ride
+# link CDCs as before and none is fetched; both intact.
+for fetch in 1 0; do
+  SMCR_SHORT_FLOWS=0 SMCR_FETCH_BELL=$fetch run_pair "20 sequential, bell fetch $fetch" "--max-conns 20" "--conns 20 --sequential --bytes 4K"
+  check "20 sequential (bell fetch $fetch): intact" [ "$(field ok "$OUT")" = 20 ]
+  check "20 sequential (bell fetch $fetch): SMC-R" [ "$(stat_sum smc_active)" = 20 -a "$(stat_sum smc_passive)" = 20 ]
+  fetched=$(stat_sum bells_fetched) linked=$(( $(stat_sum bells_on_cdc) + $(stat_sum bells_sent) ))
+  if [ "$fetch" = 1 ]; then
+    check "20 sequential: every end fetched its peer's bell ($fetched fetched, $linked on the link, $(stat_sum bell_fetch_failed) failed)" \
+      [ "$fetched" -ge 20 -a "$fetched" -le 40 -a "$linked" = 0 ]
+  else
+    check "20 sequential, SMCR_FETCH_BELL=0: none fetched, bells on the link ($fetched fetched, $linked on the link)" \
+      [ "$fetched" = 0 -a "$linked" -ge 20 ]
+  fi
+done
 
 if [ -n "$(ip -6 addr show dev lo 2>/dev/null | grep '::1')" ]; then
   run_pair "IPv6" "--host ::1 --max-conns 1" "--host ::1 --bytes 4M"
@@ -61,19 +83,28 @@ check "100 connections: no fallback" [ "$(stat_sum fallback_total)" = 0 ]
 check "100 connections shared one link group per side (first contact once, 99 subsequent contacts)" \
   [ "$(stat_sum lgr_created)" = 2 -a "$(stat_sum lgr_reused)" = 198 ]
 
-# One request and one reply per connection: the client's readiness socket
-# rides on its request's CDC and the server's is not sent (two link messages
-# fewer per connection than passing both alone). The client's FIN is sent
-# by a second thread, which a loaded machine may delay until the echo has
-# been read: that CDC then moves the consumer cursor too, and that server
-# sends its socket after all (0 of 100 on an idle machine, up to 66 with
-# the test suite and fuzzers beside it); hence "at most one alone per
-# connection": every client's rode its request (passing both alone made 200).
-run_pair "100 sequential one-request connections" "--max-conns 100" "--bytes 64 --conns 100 --sequential"
-check "100 one-request connections intact" [ "$(field ok "$OUT")" = 100 ]
-check "100 one-request connections: all SMC-R" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]
-check "100 one-request connections: readiness sockets on CDCs ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
-  [ "$(stat_sum bells_on_cdc)" -ge 100 -a "$(stat_sum bells_sent)" -le 100 ]
+# One request and one reply per connection. By default each end fetches the
+# other's readiness socket from its process (core/peer_fd.h) and none rides
+# a link CDC. Without fetching (SMCR_FETCH_BELL=0) the client's socket rides
+# on its request's CDC and the server's is not sent (two link messages fewer
+# per connection than passing both alone). The client's FIN is sent by a
+# second thread, which a loaded machine may delay until the echo has been
+# read: that CDC then moves the consumer cursor too, and that server sends
+# its socket after all (0 of 100 on an idle machine, up to 66 with the test
+# suite and fuzzers beside it); hence "at most one alone per connection":
+# every client's rode its request (passing both alone made 200).
+for fetch in 1 0; do
+  SMCR_FETCH_BELL=$fetch run_pair "100 sequential one-request connections, bell fetch $fetch" "--max-conns 100" "--bytes 64 --conns 100 --sequential"
+  check "100 one-request connections (bell fetch $fetch): intact" [ "$(field ok "$OUT")" = 100 ]
+  check "100 one-request connections (bell fetch $fetch): all SMC-R" [ "$(stat_sum smc_active)" = 100 -a "$(stat_sum smc_passive)" = 100 ]
+  if [ "$fetch" = 1 ]; then
+    check "100 one-request connections: readiness sockets fetched ($(stat_sum bells_fetched)), none on the link ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
+      [ "$(stat_sum bells_fetched)" -ge 100 -a "$(stat_sum bells_on_cdc)" = 0 -a "$(stat_sum bells_sent)" = 0 ]
+  else
+    check "100 one-request connections, SMCR_FETCH_BELL=0: readiness sockets on CDCs ($(stat_sum bells_on_cdc) on a CDC, $(stat_sum bells_sent) alone)" \
+      [ "$(stat_sum bells_on_cdc)" -ge 100 -a "$(stat_sum bells_sent)" -le 100 -a "$(stat_sum bells_fetched)" = 0 ]
+  fi
+done
 
 # One connection after another: the server's group outlives each one
 # (SMCR_LGR_LINGER_MS), and RMBs whose connection closed in order are used

@@ -29,6 +29,34 @@ cdc::Message cdc_with(uint16_t seq, uint32_t producer_offset, uint32_t consumer_
   return m;
 }
 
+TEST(CdcMem, ABellRecordIsReadOnlyUnderItsOwnToken) {
+  Page page;
+  EXPECT_FALSE(read_bell(page.p(), 0x1234).has_value());  // a fresh page names none
+  publish_bell(page.p(), 0x1234, BellRecord{4321, 10003, 987654});
+  auto r = read_bell(page.p(), 0x1234);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->pid, 4321u);
+  EXPECT_EQ(r->fd, 10003u);
+  EXPECT_EQ(r->ino, 987654u);
+  // Another connection's token (the RMB reused), or token 0: none.
+  EXPECT_FALSE(read_bell(page.p(), 0x1235).has_value());
+  EXPECT_FALSE(read_bell(page.p(), 0).has_value());
+  // Reused: the page is cleared for the next connection (its ringing count kept).
+  reset_for_reuse(page.p());
+  EXPECT_FALSE(read_bell(page.p(), 0x1234).has_value());
+}
+
+TEST(CdcMem, ABellRecordWithImpossibleValuesIsNone) {
+  // The page is the peer's to write: a pid, descriptor or inode no kernel
+  // gives is not a record.
+  Page page;
+  for (BellRecord bad : {BellRecord{0, 3, 7}, BellRecord{0x40000000, 3, 7}, BellRecord{42, 0x80000000u, 7},
+                         BellRecord{42, 3, 0}}) {
+    publish_bell(page.p(), 0x77, bad);
+    EXPECT_FALSE(read_bell(page.p(), 0x77).has_value()) << bad.pid << " " << bad.fd << " " << bad.ino;
+  }
+}
+
 TEST(CdcMem, NothingNewOnAFreshPage) {
   Page page;
   uint32_t seen = 0;
