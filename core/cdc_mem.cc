@@ -30,10 +30,10 @@ constexpr size_t kNoDirectAt = 208;
 constexpr size_t kReadySetAt = 216;
 constexpr size_t kRingingAt = 256;
 // Line 5: the receiver's bell record (publish_bell): token last.
-constexpr size_t kBellTokenAt = 320, kBellPidAt = 324, kBellFdAt = 328, kBellInoAt = 336;
+constexpr size_t kBellTokenAt = 320, kBellPidAt = 324, kBellFdAt = 328, kBellInoAt = 336, kBellAckAt = 344;
 static_assert(kCdcAt + kCdcWords * 8 <= kUrgentAt && kUrgentAt + 8 <= 64);
 static_assert(kSlotAt[1] + 64 <= kWantDataAt && kRingingAt + 4 <= kControlBytes);
-static_assert(kRingingAt + 64 <= kBellTokenAt && kBellInoAt + 8 <= kControlBytes);
+static_assert(kRingingAt + 64 <= kBellTokenAt && kBellAckAt + 4 <= kControlBytes);
 static_assert(kSlotAt[0] == layout::kSlot0 && kSlotAt[1] == layout::kSlot1 && kCdcAt == layout::kCdcInSlot);
 
 // A slot's word: the number of the publish it holds, shifted left by one,
@@ -124,6 +124,7 @@ bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor) {
 void publish_bell(uint8_t* page, uint32_t alert_token, const BellRecord& bell) {
   // Token 0 first: a reader never pairs the old token with new fields.
   u32_at(page, kBellTokenAt).store(0, std::memory_order_relaxed);
+  u32_at(page, kBellAckAt).store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   u32_at(page, kBellPidAt).store(bell.pid, std::memory_order_relaxed);
   u32_at(page, kBellFdAt).store(bell.fd, std::memory_order_relaxed);
@@ -143,6 +144,12 @@ std::optional<BellRecord> read_bell(const uint8_t* page, uint32_t alert_token) {
   if (u32_at(page, kBellTokenAt).load(std::memory_order_relaxed) != alert_token) return std::nullopt;
   if (r.pid == 0 || r.pid > 0x3fffffff || r.fd > 0x7fffffff || r.ino == 0) return std::nullopt;
   return r;
+}
+
+void ack_bell(uint8_t* page, uint32_t alert_token) { u32_at(page, kBellAckAt).store(alert_token, std::memory_order_release); }
+
+bool bell_acked(const uint8_t* page, uint32_t alert_token) {
+  return alert_token != 0 && u32_at(page, kBellAckAt).load(std::memory_order_acquire) == alert_token;
 }
 
 void forbid_direct(uint8_t* page) { u32_at(page, kNoDirectAt).store(1, std::memory_order_seq_cst); }

@@ -143,6 +143,11 @@ struct BellRecord {
 void publish_bell(uint8_t* page, uint32_t alert_token, const BellRecord& bell);
 // The record written under `alert_token`, if any.
 std::optional<BellRecord> read_bell(const uint8_t* page, uint32_t alert_token);
+// Sender, having fetched the bell: says so in the receiver's page, so that
+// the receiver does not pass it on the link as well (a peer's word: one that
+// lies only goes without the receiver's bell).
+void ack_bell(uint8_t* page, uint32_t alert_token);
+bool bell_acked(const uint8_t* page, uint32_t alert_token);
 
 // Sender-side count of rings in progress, for a receiver taking back its
 // readiness socket (forbid_direct) to wait out.

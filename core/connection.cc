@@ -406,8 +406,11 @@ void Connection::process_item_locked(const InboxItem& item) {
     bool moved = !(item.cdc.producer == mem_.link_seen_prod) || !(item.cdc.consumer == mem_.link_seen_cons);
     mem_.link_seen_prod = item.cdc.producer;
     mem_.link_seen_cons = item.cdc.consumer;
+    // Not when the peer fetched it (those link CDCs had another reason:
+    // its ready set's page not known yet, a state change).
     if (mem_.bell_owed && moved && !item.cdc.flags.peer_conn_closed && !item.cdc.flags.peer_conn_abort &&
-        !close_.sent_close && !close_.sent_abort && ++mem_.link_cdcs_unrung >= 2)
+        !close_.sent_close && !close_.sent_abort && ++mem_.link_cdcs_unrung >= 2 &&
+        !(mem_.bell_published && cdcmem::bell_acked(mem_.control, local_token_)))
       send_bell_locked();
   }
 }

@@ -587,6 +587,7 @@ bool Connection::fetch_peer_bell_locked(uint8_t* page) {
   mem_.peer_bell_fd = fd;  // as set_peer_bell_fd_locked, whose fstat the fetch made
   mem_.peer_bell_dev = dev;
   mem_.peer_bell_ino = rec->ino;
+  cdcmem::ack_bell(page, fabric_.peer_token);
   counters().bells_fetched.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

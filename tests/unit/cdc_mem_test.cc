@@ -41,9 +41,16 @@ TEST(CdcMem, ABellRecordIsReadOnlyUnderItsOwnToken) {
   // Another connection's token (the RMB reused), or token 0: none.
   EXPECT_FALSE(read_bell(page.p(), 0x1235).has_value());
   EXPECT_FALSE(read_bell(page.p(), 0).has_value());
+  // The fetcher's acknowledgement counts only under the same token.
+  EXPECT_FALSE(bell_acked(page.p(), 0x1234));
+  ack_bell(page.p(), 0x1235);
+  EXPECT_FALSE(bell_acked(page.p(), 0x1234));
+  ack_bell(page.p(), 0x1234);
+  EXPECT_TRUE(bell_acked(page.p(), 0x1234));
   // Reused: the page is cleared for the next connection (its ringing count kept).
   reset_for_reuse(page.p());
   EXPECT_FALSE(read_bell(page.p(), 0x1234).has_value());
+  EXPECT_FALSE(bell_acked(page.p(), 0x1234));
 }
 
 TEST(CdcMem, ABellRecordWithImpossibleValuesIsNone) {
