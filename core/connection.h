@@ -552,6 +552,8 @@ class Connection {
   bool watch_control_page_locked(SpinBackoff& backoff) SMCR_REQUIRES(mu_);
   void take_peer_bell_locked(int fd) SMCR_REQUIRES(mu_);
   void set_peer_bell_fd_locked(int fd) SMCR_REQUIRES(mu_);
+  // The same for a descriptor whose device and inode are known already.
+  void set_peer_bell_fd_locked(int fd, uint64_t dev, uint64_t ino) SMCR_REQUIRES(mu_);
   void close_inherited_bell() SMCR_NO_THREAD_SAFETY_ANALYSIS;  // child side: see forget_in_child
   // After a write through memory: takes the cache lines the next write of
   // the same size will fill (ownership, not data) while the application

@@ -49,11 +49,15 @@ namespace smcr {
 using namespace connection_internal;
 
 void Connection::set_peer_bell_fd_locked(int fd) {
-  mem_.peer_bell_fd = fd;
   struct stat st {};
   bool known = fd >= 0 && sys::fstat(fd, &st) == 0;
-  mem_.peer_bell_dev = known ? st.st_dev : 0;
-  mem_.peer_bell_ino = known ? st.st_ino : 0;
+  set_peer_bell_fd_locked(fd, known ? st.st_dev : 0, known ? st.st_ino : 0);
+}
+
+void Connection::set_peer_bell_fd_locked(int fd, uint64_t dev, uint64_t ino) {
+  mem_.peer_bell_fd = fd;
+  mem_.peer_bell_dev = dev;
+  mem_.peer_bell_ino = ino;
 }
 
 void Connection::close_inherited_bell() {
@@ -584,9 +588,7 @@ bool Connection::fetch_peer_bell_locked(uint8_t* page) {
     counters().bell_fetch_failed.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  mem_.peer_bell_fd = fd;  // as set_peer_bell_fd_locked, whose fstat the fetch made
-  mem_.peer_bell_dev = dev;
-  mem_.peer_bell_ino = rec->ino;
+  set_peer_bell_fd_locked(fd, dev, rec->ino);  // the fetch made the fstat
   cdcmem::ack_bell(page, fabric_.peer_token);
   counters().bells_fetched.fetch_add(1, std::memory_order_relaxed);
   return true;

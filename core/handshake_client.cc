@@ -182,7 +182,7 @@ static HandshakeOutcome client_after_proposal(int fd, const ClientContinuation& 
 
 HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
   const HandshakeConfig& cfg = handshake_config();
-  ScopedRmbSize sized(rmb_size_for(req), req.bell_fd);
+  ScopedHandshakeContext context(rmb_size_for(req), req.bell_fd);
   const bool have_resources = req.have_resources;
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
   const ShmIdentity& id = shm_identity();
@@ -220,7 +220,7 @@ HandshakeOutcome clc_client(int fd, const HandshakeRequest& req) {
 
 HandshakeOutcome clc_client_finish(int fd, ClientContinuation* p) {
   std::unique_ptr<ClientContinuation> state(p);
-  ScopedRmbSize sized(rmb_size_for(state->req), state->req.bell_fd);
+  ScopedHandshakeContext context(rmb_size_for(state->req), state->req.bell_fd);
   // The server's application may call accept() late; a TCP client would
   // wait that long too. The answer itself must come while the connection
   // lives; the rest of the handshake has the usual deadline.

@@ -424,7 +424,9 @@ bool local_address(int fd, sockaddr_storage* ss) {
 // The handshake succeeded: the link becomes a link group, the RMBs a
 // connection, and the engine starts watching the link.
 // Our Accept or Confirm: the link we name (GID, MAC, QPN, PSN, MTU) and our
-// RMB (RToken, RMBE index 1, Bsize) with a fresh alert token.
+// RMB (RToken, RMBE index 1, Bsize) with a fresh alert token. Every path
+// names its RMB here, so here (before the message leaves) our bell is
+// named in the RMB's control page too (publish_bell).
 clc::AcceptConfirm rmb_message(clc::Type type, bool first_contact, const LinkIdentity& link, uint32_t psn,
                                const LocalRmb& rmb, uint32_t alert_token) {
   clc::AcceptConfirm m;

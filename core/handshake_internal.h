@@ -36,12 +36,12 @@ namespace smcr {
 // per thread).
 extern constinit thread_local uint32_t t_rmb_size;
 extern constinit thread_local int t_bell_fd;
-struct ScopedRmbSize {
-  explicit ScopedRmbSize(uint32_t size, int bell_fd) {
+struct ScopedHandshakeContext {
+  explicit ScopedHandshakeContext(uint32_t size, int bell_fd) {
     t_rmb_size = size;
     t_bell_fd = bell_fd;
   }
-  ~ScopedRmbSize() {
+  ~ScopedHandshakeContext() {
     t_rmb_size = 0;
     t_bell_fd = -1;
   }

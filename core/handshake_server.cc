@@ -277,7 +277,7 @@ class FirstContactTurn {
 
 HandshakeOutcome clc_server(int fd, const HandshakeRequest& request) {
   const HandshakeConfig& cfg = handshake_config();
-  ScopedRmbSize sized(rmb_size_for(request), request.bell_fd);
+  ScopedHandshakeContext context(rmb_size_for(request), request.bell_fd);
   const bool have_resources = request.have_resources, allowed = request.allowed;
   int64_t deadline = sys::now_ms() + cfg.timeout_ms;
 
