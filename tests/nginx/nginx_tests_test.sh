@@ -10,7 +10,8 @@ OUT=$(SMCR_PRELOAD_LIB="$SMCR_PRELOAD" bash "$SMCR_SOURCE_DIR/scripts/nginx-test
 rc=$?
 echo "$OUT"
 [ $rc = 77 ] && skip "$(tail -1 <<<"$OUT")"
-check "nginx-tests: the same failures under smc_run as over plain TCP" grep -q "^== verdict: the same failures" <<<"$OUT"
+differs=$(sed -n 's/^== first run differs in: \(.*\); its.*/\1/p' <<<"$OUT")
+check "nginx-tests: the same failures under smc_run as over plain TCP${differs:+ (the first run differed in: $differs)}" grep -q "^== verdict: the same failures" <<<"$OUT"
 check "nginx-tests: SMC-R carried connections on both ends ($(grep '^== counters' <<<"$OUT"))" \
   bash -c '[ "$(sed -n "s/.*smc_active=\([0-9]*\).*/\1/p" <<<"$1")" -gt 100 ] && [ "$(sed -n "s/.*smc_passive=\([0-9]*\).*/\1/p" <<<"$1")" -gt 100 ]' _ "$OUT"
 finish
