@@ -88,6 +88,11 @@ failures() {
     END { if (f != "") print f " " what }' "$1" | sed 's/  */ /g' | sort
 }
 
+failed_subtests() {  # failed_subtests FILE LOG: FILE's failure lines in prove's LOG
+  awk -v f="$1" 'index($0, f) == 1 { on = 1 } on { print } /^(Dubious|Failed|.* ok$)/ && on { on = 0 }' "$2" |
+    grep -E "^#|Failed|Dubious" | head -20
+}
+
 run() {  # run NAME [wrapper...]: prove the files, log in $work/NAME.log
   local name=$1; shift
   local t0; t0=$(date +%s.%N)
@@ -137,7 +142,7 @@ if [ -n "$differing" ]; then
     for r in plain smc_run; do
       grep -q "^$f " "$work/$r.failures" || continue
       echo "--- $f over $r:"
-      awk -v f="$f" 'index($0, f) == 1 { on = 1 } on { print } /^(Dubious|Failed|.* ok$)/ && on { on = 0 }' "$work/$r.log" | grep -E "^#|Failed|Dubious" | head -20
+      failed_subtests "$f" "$work/$r.log"
     done
   done
   saved_files=("${files[@]}")
@@ -147,7 +152,8 @@ if [ -n "$differing" ]; then
   run plain env
   run smc_run env SMCR_SHORT_FLOWS=0 SMCR_PRELOAD_LIB="$lib" "$root/scripts/smc_run" --stats "$stats"
   for r in plain smc_run; do
-    grep -v -F -f <(printf '%s \n' $differing) "$work/$r.first" | cat - "$work/$r.failures" | sort > "$work/$r.merged"
+    # The first run's lines for the other files (a line's first field is its file), then the rerun's.
+    awk -v rerun=" $(echo $differing) " 'index(rerun, " " $1 " ") == 0' "$work/$r.first" | cat - "$work/$r.failures" | sort > "$work/$r.merged"
     mv "$work/$r.merged" "$work/$r.failures"
   done
   files=("${saved_files[@]}")
@@ -163,7 +169,7 @@ else
   sed 's/^/   /' "$work/diff"
   for f in $(diff "$work/plain.failures" "$work/smc_run.failures" | sed -n 's/^> \([^ ]*\).*/\1/p'); do
     echo "--- $f under smc_run:"
-    awk -v f="$f" 'index($0, f) == 1 { on = 1 } on { print } /^(Dubious|Failed|.* ok$)/ && on { on = 0 }' "$work/smc_run.log" | grep -E "^#|Failed|Dubious" | head -20
+    failed_subtests "$f" "$work/smc_run.log"
   done
   rc=1
 fi
