@@ -34,8 +34,11 @@ constexpr std::size_t kPathMax = 512;
 
 long sys_bpf(int cmd, union bpf_attr* attr) { return syscall(SYS_bpf, cmd, attr, sizeof(*attr)); }
 
+std::atomic<void (*)(int)> g_forget_fd{nullptr};
+
 void sys_close(int fd) {
   int saved = errno;
+  if (auto forget = g_forget_fd.load(std::memory_order_acquire)) forget(fd);
   syscall(SYS_close, fd);
   errno = saved;
 }
@@ -148,7 +151,10 @@ long with_map(CachedMap& c, Op op) {
 
 }  // namespace
 
-void set_fd_placer(int (*place)(int fd)) { g_place_fd.store(place, std::memory_order_release); }
+void set_fd_placer(int (*place)(int fd), void (*forget)(int fd)) {
+  g_forget_fd.store(forget, std::memory_order_release);
+  g_place_fd.store(place, std::memory_order_release);
+}
 
 bool opt_in(int sockfd) {
   if (sockfd < 0) {

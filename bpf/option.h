@@ -34,8 +34,9 @@ bool opt_in(int sockfd);
 
 // Where the map descriptors this module opens and keeps go: `place` takes
 // a descriptor and returns the one to keep (the shim moves its own out of
-// the numbers the application gets, sys::hide_fd). Default: where opened.
-void set_fd_placer(int (*place)(int fd));
+// the numbers the application gets, sys::hide_fd), and `forget` is told of
+// each one this module closes (sys::forget_own_fd). Default: where opened.
+void set_fd_placer(int (*place)(int fd), void (*forget)(int fd) = nullptr);
 
 // After the TCP handshake completed on sockfd (connected or accepted socket):
 // whether both the SYN and the SYN-ACK carried the option.

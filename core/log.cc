@@ -21,14 +21,7 @@
 
 namespace smcr {
 
-std::atomic<uint64_t> sys::g_own_low_fds[sys::kOwnFdBits / 64];
-
-namespace {
-void note_own_low_fd(int fd) {
-  if (fd >= 0 && fd < sys::kOwnFdBits)
-    sys::g_own_low_fds[fd >> 6].fetch_or(uint64_t{1} << (fd & 63), std::memory_order_relaxed);
-}
-}  // namespace
+std::atomic<uint64_t> sys::g_own_fds[sys::kOwnFdBits / 64];
 
 int sys::hidden_fd_base() {
   static const int base = [] {
@@ -44,23 +37,26 @@ int sys::dup_hidden(int fd) {
   int base = hidden_fd_base();
   if (base > 0) {
     int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
-    if (high >= 0) return high;
+    if (high >= 0) {
+      note_own_fd(high);
+      return high;
+    }
   }
   int low = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  note_own_low_fd(low);
+  if (low >= 0) note_own_fd(low);
   return low;
 }
 
 int sys::hide_fd(int fd) {
   if (fd < 0) return fd;
   int base = hidden_fd_base();
-  if (base > 0 && fd >= base) return fd;
-  int high = base > 0 ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
+  int high = base > 0 && fd < base ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
   if (high < 0) {
-    note_own_low_fd(fd);
+    note_own_fd(fd);
     return fd;
   }
   close(fd);
+  note_own_fd(high);
   return high;
 }
 

@@ -21,20 +21,27 @@
 
 namespace smcr::sys {
 
-// The shim's own descriptors that sit below the hidden range (see hide_fd:
-// RLIMIT_NOFILE under 2048, or no room up there), one bit each, so that the
-// application's close_range()/closefrom() leaves them open. close() clears.
-constexpr int kOwnFdBits = 1 << 16;
-extern std::atomic<uint64_t> g_own_low_fds[kOwnFdBits / 64];
+// The shim's own descriptors (sys::hide_fd, sys::dup_hidden, and those
+// that sit below the hidden range when there is no room up there), one bit
+// each. The application never received these numbers: its close(),
+// fcntl(), dup() and epoll_ctl() on one answer EBADF, as they would without
+// the shim, and its close_range()/closefrom() leaves them open. Cleared by
+// sys::close (or when the application's dup2() takes the number).
+constexpr int kOwnFdBits = 1 << 21;
+extern std::atomic<uint64_t> g_own_fds[kOwnFdBits / 64];
+inline void note_own_fd(int fd) {
+  if (static_cast<unsigned>(fd) < static_cast<unsigned>(kOwnFdBits))
+    g_own_fds[fd >> 6].fetch_or(uint64_t{1} << (fd & 63), std::memory_order_relaxed);
+}
 inline void forget_own_fd(int fd) {
   if (static_cast<unsigned>(fd) >= static_cast<unsigned>(kOwnFdBits)) return;
   uint64_t bit = uint64_t{1} << (fd & 63);
-  if (g_own_low_fds[fd >> 6].load(std::memory_order_relaxed) & bit)
-    g_own_low_fds[fd >> 6].fetch_and(~bit, std::memory_order_relaxed);
+  if (g_own_fds[fd >> 6].load(std::memory_order_relaxed) & bit)
+    g_own_fds[fd >> 6].fetch_and(~bit, std::memory_order_relaxed);
 }
-inline bool is_own_low_fd(int fd) {
+inline bool is_own_fd(int fd) {
   return static_cast<unsigned>(fd) < static_cast<unsigned>(kOwnFdBits) &&
-         (g_own_low_fds[fd >> 6].load(std::memory_order_relaxed) & (uint64_t{1} << (fd & 63)));
+         (g_own_fds[fd >> 6].load(std::memory_order_relaxed) & (uint64_t{1} << (fd & 63)));
 }
 
 inline ssize_t read(int fd, void* buf, size_t n) { return ::syscall(SYS_read, fd, buf, n); }

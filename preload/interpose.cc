@@ -94,7 +94,7 @@ __attribute__((constructor(101))) void resolve_all() {
   note_own_pid();
   // The two cached map descriptors sat at the application's lowest free
   // numbers: its next socket got 5 where TCP's got 4.
-  smcr::bpfopt::set_fd_placer(smcr::sys::hide_fd);
+  smcr::bpfopt::set_fd_placer(smcr::sys::hide_fd, smcr::sys::forget_own_fd);
   smcr::stats_enabled();  // its one-time lookup done now, not in an _exit
 }
 

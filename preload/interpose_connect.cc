@@ -447,6 +447,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 
 int close(int fd) {
   REAL(close);
+  if (refuse_own_fd(fd)) return -1;
   if ((fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting ||
        fd_table().kind(fd) == smcr::preload::kFdExecInherited) &&
       in_vfork_child())

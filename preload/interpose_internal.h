@@ -106,6 +106,18 @@ extern std::atomic<pid_t> g_own_pid;
 bool in_vfork_child();
 bool table_knows(int fd);
 
+// A number the shim holds for itself (sys::is_own_fd: the TCP socket behind
+// an SMC-R fd, readiness ends, links, map descriptors) was never the
+// application's: its close(), fcntl(), dup() or epoll_ctl() there gets
+// EBADF, as without the shim, instead of closing or reaching ours (a
+// daemon's close loop, a test's "surely unused" number).
+inline bool refuse_own_fd(int fd) {
+  if (!smcr::sys::is_own_fd(fd)) [[likely]]
+    return false;
+  errno = EBADF;
+  return true;
+}
+
 // SMCR_ENABLE is not 0.
 bool enabled();
 

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "core/connection.h"
+#include "core/log.h"
 #include "core/sys.h"
 #include "preload/epoll.h"
 #include "preload/exec_inherit.h"
@@ -98,7 +99,7 @@ CloseRangeFn real_close_range() {
 // connections (and whatever else the shim follows by number) are closed
 // through close(), so that the peer sees the end; the shim's own
 // descriptors stay open: those in the hidden upper half are left out
-// (the range is clamped below it), those below (sys::is_own_low_fd) are
+// (the range is clamped below it), those below (sys::is_own_fd) are
 // skipped; the rest goes to the kernel in runs.
 //
 // Not in a vfork()ed child (CPython's subprocess, for one, calls
@@ -108,6 +109,11 @@ CloseRangeFn real_close_range() {
 // pthread_atfork handler, so its pid is not the one recorded.
 std::atomic<pid_t> g_pid{getpid()};
 [[maybe_unused]] const int g_pid_atfork = pthread_atfork(nullptr, nullptr, [] { g_pid.store(getpid()); });
+
+// Without a hidden range the shim's own descriptors sit among the
+// application's; looked for up to at least this number even where the
+// limit was lowered after they were made.
+constexpr rlim_t kOwnLowFdScan = 1 << 16;
 
 int close_fd_range(unsigned int first, unsigned int last, int flags) {
   CloseRangeFn real = real_close_range();
@@ -124,7 +130,7 @@ int close_fd_range(unsigned int first, unsigned int last, int flags) {
   if (base == 0) {
     rlimit rl{};
     rlim_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    lim = std::max<rlim_t>(lim, smcr::sys::kOwnFdBits);
+    lim = std::max<rlim_t>(lim, kOwnLowFdScan);
     if (lim > static_cast<rlim_t>(FdTable::kMaxFd)) lim = FdTable::kMaxFd;
     scan_top = std::min<unsigned int>(top, static_cast<unsigned int>(lim) - 1);
   }
@@ -140,7 +146,7 @@ int close_fd_range(unsigned int first, unsigned int last, int flags) {
   };
   for (unsigned int fd = first; fd <= scan_top; ++fd) {
     int n = static_cast<int>(fd);
-    if (smcr::sys::is_own_low_fd(n)) {
+    if (smcr::sys::is_own_fd(n)) {
       flush(fd - 1);
     } else if (fd_table().has_conn(n) || fd_table().kind(n) != smcr::preload::kFdUnknown) {
       flush(fd - 1);
@@ -171,6 +177,7 @@ extern "C" {
 
 int fcntl(int fd, int cmd, ...) {
   REAL(fcntl);
+  if (refuse_own_fd(fd)) return -1;
   va_list ap;
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
@@ -380,6 +387,7 @@ int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
 
 int dup(int fd) {
   REAL(dup);
+  if (refuse_own_fd(fd)) return -1;
   if (table_knows(fd) && in_vfork_child()) return real_dup(fd);
   int rc = real_dup(fd);
   DupRef c(fd);
@@ -397,6 +405,14 @@ int dup3(int oldfd, int newfd, int flags) {
   if (oldfd == newfd) {
     errno = EINVAL;
     return -1;
+  }
+  if (refuse_own_fd(oldfd)) return -1;
+  if (smcr::sys::is_own_fd(newfd)) {
+    // The number is the application's to take (it is under its limit), so
+    // the kernel closes what the shim kept there: say so, whatever the
+    // log level, since that one of ours is gone.
+    SMCR_LOG(0, "dup2/dup3 onto fd %d replaces a descriptor of the shim's own", newfd);
+    smcr::sys::forget_own_fd(newfd);
   }
   if ((table_knows(oldfd) || table_knows(newfd)) && in_vfork_child()) return real_dup3(oldfd, newfd, flags);
   DupRef c(oldfd);
@@ -441,6 +457,7 @@ void closefrom(int lowfd) { close_fd_range(static_cast<unsigned int>(std::max(lo
 int dup2(int oldfd, int newfd) {
   if (oldfd == newfd) {
     REAL(fcntl);
+    if (refuse_own_fd(oldfd)) return -1;
     return real_fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
   }
   return dup3(oldfd, newfd, 0);

@@ -109,6 +109,7 @@ extern "C" {
 // --- epoll, and the other ways to wait for readiness (preload/epoll.h).
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
   REAL(epoll_ctl);
+  if (refuse_own_fd(epfd) || refuse_own_fd(fd)) return -1;
   int rc = smcr::preload::epoll_ctl_hook(real_epoll_ctl, epfd, op, fd, ev);
   if (rc != 0) return rc;
   uint8_t kind = fd_table().kind(fd);

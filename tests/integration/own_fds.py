@@ -1,0 +1,126 @@
+"""The shim's own descriptors are not the application's.
+
+The shim keeps descriptors of its own (the TCP socket behind an SMC-R fd,
+readiness socket ends, links, the eBPF map descriptors), above the numbers
+the application gets. A program that probes or closes numbers it never
+opened must see what it sees without the shim: EBADF.
+
+The client (a forked child of the echo server) connects and echoes 1 MiB,
+then, with the connection open:
+  - probes every number below its descriptor limit with fcntl(F_GETFD)
+    and prints those that answer (the same set as over plain TCP);
+  - registers in an epoll set every number that did not answer (a test's
+    "surely unused" number: CPython's test_epoll uses 10000): EBADF each;
+  - closes every number from 3 up to the limit but its connection and its
+    epoll set, as a daemon's close loop does;
+  - echoes 1 MiB more on the connection, and makes a second connection and
+    echoes 1 MiB over it (the shim's engine and maps survived the loop).
+Prints one line per step; the test compares them with plain TCP's and
+checks from the counters that both connections were SMC-R.
+"""
+import errno
+import fcntl
+import hashlib
+import os
+import resource
+import select
+import socket
+import sys
+import threading
+
+from sockutil import listen_local, recv_up_to
+
+N = 1 << 20
+
+
+def echo_once(c):
+    payload = os.urandom(N)
+
+    def write():
+        c.sendall(payload)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    back = recv_up_to(c, N)
+    writer.join()
+    return hashlib.sha256(back).digest() == hashlib.sha256(payload).digest()
+
+
+def client(port):
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    c = socket.create_connection(("127.0.0.1", port))
+    print("first echo intact=%s" % echo_once(c), flush=True)
+
+    answering = []
+    for n in range(3, limit):
+        try:
+            fcntl.fcntl(n, fcntl.F_GETFD)
+            answering.append(n)
+        except OSError as e:
+            if e.errno != errno.EBADF:
+                answering.append(-n)
+    print("answering fcntl: %s" % answering, flush=True)
+
+    ep = select.epoll()
+    refused = other = accepted = 0
+    for n in range(3, limit):
+        if n in answering or n == ep.fileno():
+            continue
+        try:
+            ep.register(n, select.EPOLLIN)
+            accepted += 1
+        except OSError as e:
+            if e.errno == errno.EBADF:
+                refused += 1
+            else:
+                other += 1
+    print("epoll register of unopened numbers: EBADF=%d other=%d accepted=%d"
+          % (refused, other, accepted), flush=True)
+
+    keep = {c.fileno(), ep.fileno(), 1, 2}
+    closed = 0
+    for n in range(3, limit):
+        if n in keep:
+            continue
+        try:
+            os.close(n)
+            closed += 1
+        except OSError:
+            pass
+    print("close loop closed %d" % closed, flush=True)
+
+    print("echo after the loop intact=%s" % echo_once(c), flush=True)
+    c.close()
+    d = socket.create_connection(("127.0.0.1", port))
+    print("new connection echo intact=%s" % echo_once(d), flush=True)
+    d.close()
+    ep.close()
+
+
+def serve(s):
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        s.sendall(b)
+    s.close()
+
+
+def main(port):
+    listener = listen_local(port, 2)
+    pid = os.fork()
+    if pid == 0:
+        listener.close()
+        try:
+            client(port)
+        except Exception as e:
+            print("client failed: %r" % e, flush=True)
+        os._exit(0)
+    for _ in range(2):
+        s, _ = listener.accept()
+        serve(s)
+    os.waitpid(pid, 0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
