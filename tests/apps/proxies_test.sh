@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proxies in front of nginx, every process under smc_run, against the same
 # setup over plain TCP: haproxy (HTTP mode; TCP mode with splice-auto; one
-# thread, SO_LINGER 0 on its server connections) and Apache httpd (prefork
-# MPM, static files and mod_proxy_http). Through each front: ten 4 MiB
+# thread, SO_LINGER 0 on its server connections) and Apache httpd (the
+# prefork MPM, and the event MPM's worker threads around its epoll
+# listener; static files and mod_proxy_http). Through each front: ten 4 MiB
 # downloads compared byte for byte, then wrk with keepalive and with
 # "Connection: close". Required: the same intact counts and no non-2xx
 # answer in either mode, and SMC-R on both hops (the clients', and the
@@ -14,7 +15,8 @@ for tool in nginx haproxy apache2 curl wrk; do
   command -v "$tool" >/dev/null || skip "$tool not installed (scripts/install-deps.sh)"
 done
 MODS=/usr/lib/apache2/modules
-[ -f "$MODS/mod_mpm_prefork.so" ] && [ -f "$MODS/mod_proxy_http.so" ] || skip "Apache's prefork and proxy modules not found in $MODS"
+[ -f "$MODS/mod_mpm_prefork.so" ] && [ -f "$MODS/mod_mpm_event.so" ] && [ -f "$MODS/mod_proxy_http.so" ] ||
+  skip "Apache's prefork, event and proxy modules not found in $MODS"
 id www-data >/dev/null 2>&1 || skip "no www-data user for Apache's children"
 
 W=$(mktemp -d /tmp/smcr-proxies.XXXXXX)
@@ -25,7 +27,7 @@ head -c $((4 << 20)) /dev/urandom >"$W/www/4m"
 head -c 65536 /dev/urandom >"$W/www/64k"
 chmod 755 "$W/www"; chmod 644 "$W/www/"*
 WANT=$(sha256sum <"$W/www/4m" | cut -c1-64)
-NPORT=$(free_port); HPORT=$(free_port); TPORT=$(free_port); APORT=$(free_port)
+NPORT=$(free_port); HPORT=$(free_port); TPORT=$(free_port); APORT=$(free_port); EPORT=$(free_port)
 
 cat >"$W/nginx.conf" <<EOF
 user root;
@@ -70,16 +72,18 @@ backend be_tcp
   mode tcp
   server s1 127.0.0.1:$NPORT
 EOF
-cat >"$W/httpd.conf" <<EOF
+# httpd_conf MPM PORT: Apache's configuration with that MPM.
+httpd_conf() {
+  cat <<EOF
 ServerRoot $W
 ServerName localhost
-Listen 127.0.0.1:$APORT
-PidFile $W/httpd.pid
-ErrorLog $W/logs/httpd.log
+Listen 127.0.0.1:$2
+PidFile $W/httpd-$1.pid
+ErrorLog $W/logs/httpd-$1.log
 LogLevel warn
 User www-data
 Group www-data
-LoadModule mpm_prefork_module $MODS/mod_mpm_prefork.so
+LoadModule mpm_$1_module $MODS/mod_mpm_$1.so
 LoadModule authz_core_module $MODS/mod_authz_core.so
 LoadModule proxy_module $MODS/mod_proxy.so
 LoadModule proxy_http_module $MODS/mod_proxy_http.so
@@ -93,6 +97,9 @@ MaxKeepAliveRequests 0
 EnableSendfile On
 StartServers 4
 EOF
+}
+httpd_conf prefork "$APORT" >"$W/httpd-prefork.conf"
+httpd_conf event "$EPORT" >"$W/httpd-event.conf"
 
 # run_mode plain|smc: prints "FRONT intact=N/10 non2xx=K" per front and wrk's rates.
 run_mode() {
@@ -106,16 +113,20 @@ run_mode() {
   local npid=$!
   "${wrap[@]}" haproxy -f "$W/haproxy.cfg" -db >"$W/logs/haproxy-$mode.log" 2>&1 &
   local hpid=$!
-  setsid "${wrap[@]}" apache2 -f "$W/httpd.conf" -DFOREGROUND &
+  setsid "${wrap[@]}" apache2 -f "$W/httpd-prefork.conf" -DFOREGROUND &
   local apid=$!
-  for p in "$NPORT" "$HPORT" "$TPORT" "$APORT"; do wait_port "$p" 10; done
+  setsid "${wrap[@]}" apache2 -f "$W/httpd-event.conf" -DFOREGROUND &
+  local epid=$!
+  for p in "$NPORT" "$HPORT" "$TPORT" "$APORT" "$EPORT"; do wait_port "$p" 10; done
   local front url ok i got out
-  for front in haproxy-http haproxy-tcp apache-file apache-proxy; do
+  for front in haproxy-http haproxy-tcp apache-prefork-file apache-prefork-proxy apache-event-file apache-event-proxy; do
     case $front in
       haproxy-http) url="http://127.0.0.1:$HPORT" ;;
       haproxy-tcp) url="http://127.0.0.1:$TPORT" ;;
-      apache-file) url="http://127.0.0.1:$APORT" ;;
-      apache-proxy) url="http://127.0.0.1:$APORT/px" ;;
+      apache-prefork-file) url="http://127.0.0.1:$APORT" ;;
+      apache-prefork-proxy) url="http://127.0.0.1:$APORT/px" ;;
+      apache-event-file) url="http://127.0.0.1:$EPORT" ;;
+      apache-event-proxy) url="http://127.0.0.1:$EPORT/px" ;;
     esac
     ok=0
     for i in $(seq 10); do
@@ -128,15 +139,15 @@ run_mode() {
     echo "  $mode $front wrk keepalive, close: $(grep 'Requests/sec' <<<"$out" | awk '{printf "%s ", $2}')" >&2
   done
   kill "$hpid" 2>/dev/null
-  kill -TERM "$(cat "$W/httpd.pid" 2>/dev/null)" 2>/dev/null
+  kill -TERM "$(cat "$W/httpd-prefork.pid" 2>/dev/null)" "$(cat "$W/httpd-event.pid" 2>/dev/null)" 2>/dev/null
   kill -QUIT "$(cat "$W/nginx.pid" 2>/dev/null)" 2>/dev/null
-  for p in "$hpid" "$apid" "$npid"; do timeout 20 tail --pid="$p" -f /dev/null; done
+  for p in "$hpid" "$apid" "$epid" "$npid"; do timeout 20 tail --pid="$p" -f /dev/null; done
 }
 
 PLAIN=$(run_mode plain)
 log "plain TCP: $(tr '\n' ';' <<<"$PLAIN")"
 check "plain TCP: every download intact through every front, no non-2xx answer" \
-  [ "$(grep -c 'intact=10/10 non2xx=0$' <<<"$PLAIN")" = 4 ]
+  [ "$(grep -c 'intact=10/10 non2xx=0$' <<<"$PLAIN")" = 6 ]
 OUT=$(run_mode smc)
 log "smc_run: $(tr '\n' ';' <<<"$OUT")"
 check "smc_run: as over plain TCP, front by front ($(tr '\n' ';' <<<"$OUT"))" [ "$OUT" = "$PLAIN" ]
