@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 
-from sockutil import listen_local, recv_up_to
+from sockutil import echo_until_eof, listen_local, recv_up_to
 
 N = 1 << 20
 
@@ -55,12 +55,7 @@ def main(port, mode):
             print("%s failed: %r" % (mode, e), flush=True)
         os._exit(0)
     s, _ = listener.accept()
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        s.sendall(b)
-    s.close()
+    echo_until_eof(s)
     os.waitpid(pid, 0)
 
 

@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 
-from sockutil import listen_local, recv_up_to
+from sockutil import echo_until_eof, listen_local, recv_up_to
 
 N = 1 << 20
 
@@ -97,15 +97,6 @@ def client(port):
     ep.close()
 
 
-def serve(s):
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        s.sendall(b)
-    s.close()
-
-
 def main(port):
     listener = listen_local(port, 2)
     pid = os.fork()
@@ -118,7 +109,7 @@ def main(port):
         os._exit(0)
     for _ in range(2):
         s, _ = listener.accept()
-        serve(s)
+        echo_until_eof(s)
     os.waitpid(pid, 0)
 
 

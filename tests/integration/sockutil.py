@@ -20,3 +20,13 @@ def listen_local(port, backlog):
     listener.bind(("127.0.0.1", port))
     listener.listen(backlog)
     return listener
+
+
+def echo_until_eof(sock):
+    """Sends back everything read until the peer's end; closes the socket."""
+    while True:
+        b = sock.recv(65536)
+        if not b:
+            break
+        sock.sendall(b)
+    sock.close()
