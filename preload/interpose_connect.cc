@@ -258,6 +258,7 @@ int socket(int domain, int type, int protocol) {
 
 int connect(int fd, const struct sockaddr* addr, socklen_t len) {
   REAL(connect);
+  if (refuse_own_fd(fd)) return -1;
   // A client handshake still running on its thread: a non-blocking
   // connect() in progress says EALREADY. Asked before the table: the
   // handshake makes the number writable (a select() wakes) just before it
@@ -375,6 +376,7 @@ int connect(int fd, const struct sockaddr* addr, socklen_t len) {
 
 int listen(int fd, int backlog) {
   REAL(listen);
+  if (refuse_own_fd(fd)) return -1;
   if (fd_table().kind(fd) == smcr::preload::kFdTcp) {
     sockaddr_storage local{};
     socklen_t llen = sizeof local;
@@ -413,6 +415,7 @@ int listen(int fd, int backlog) {
 
 int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   REAL(accept4);
+  if (refuse_own_fd(fd)) return -1;
   int nfd;
   {
     smcr::preload::own::Serving serving;
@@ -469,6 +472,7 @@ int close(int fd) {
 
 int shutdown(int fd, int how) {
   REAL(shutdown);
+  if (refuse_own_fd(fd)) return -1;
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && !fd_table().has_conn(fd) &&
       smcr::preload::accepting_shutdown(fd, how))
     return 0;

@@ -108,9 +108,11 @@ bool table_knows(int fd);
 
 // A number the shim holds for itself (sys::is_own_fd: the TCP socket behind
 // an SMC-R fd, readiness ends, links, map descriptors) was never the
-// application's: its close(), fcntl(), dup() or epoll_ctl() there gets
-// EBADF, as without the shim, instead of closing or reaching ours (a
-// daemon's close loop, a test's "surely unused" number).
+// application's: its close(), fcntl(), dup(), epoll_ctl() and socket calls
+// (connect, listen, accept, shutdown, ioctl, get/setsockopt, getsockname,
+// getpeername) there get EBADF, as without the shim, instead of closing or
+// reaching ours (a daemon's close loop, a test's "surely unused" number, a
+// scan for inherited sockets).
 inline bool refuse_own_fd(int fd) {
   if (!smcr::sys::is_own_fd(fd)) [[likely]]
     return false;

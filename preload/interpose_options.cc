@@ -222,6 +222,7 @@ int fcntl64(int fd, int cmd, ...) {
 
 int ioctl(int fd, unsigned long req, ...) {
   REAL(ioctl);
+  if (refuse_own_fd(fd)) return -1;
   va_list ap;
   va_start(ap, req);
   void* arg = va_arg(ap, void*);
@@ -273,6 +274,7 @@ int ioctl(int fd, unsigned long req, ...) {
 
 int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
   REAL(setsockopt);
+  if (refuse_own_fd(fd)) return -1;
   if (level == SOL_SOCKET && (name == SO_LINGER || name == SO_OOBINLINE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
                               name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW))
     fd_table().clear_flags(fd, smcr::preload::kFdDefaultOptions);
@@ -322,6 +324,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) {
 
 int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
   REAL(getsockopt);
+  if (refuse_own_fd(fd)) return -1;
   if (int tcp = inherited_tcp_fd(fd); tcp >= 0) return real_getsockopt(tcp, level, name, val, len);
   ConnRef c(fd);
   if (!c) return real_getsockopt(fd, level, name, val, len);
@@ -377,11 +380,13 @@ static int tcp_fd_for_addresses(int fd) {
 
 int getsockname(int fd, struct sockaddr* addr, socklen_t* len) {
   REAL(getsockname);
+  if (refuse_own_fd(fd)) return -1;
   return real_getsockname(tcp_fd_for_addresses(fd), addr, len);
 }
 
 int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
   REAL(getpeername);
+  if (refuse_own_fd(fd)) return -1;
   return real_getpeername(tcp_fd_for_addresses(fd), addr, len);
 }
 

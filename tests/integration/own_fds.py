@@ -11,6 +11,8 @@ then, with the connection open:
     and prints those that answer (the same set as over plain TCP);
   - registers in an epoll set every number that did not answer (a test's
     "surely unused" number: CPython's test_epoll uses 10000): EBADF each;
+  - makes a socket object of each of them (getsockopt, as a scan for
+    inherited sockets does): EBADF each;
   - closes every number from 3 up to the limit but its connection and its
     epoll set, as a daemon's close loop does;
   - echoes 1 MiB more on the connection, and makes a second connection and
@@ -76,6 +78,21 @@ def client(port):
                 other += 1
     print("epoll register of unopened numbers: EBADF=%d other=%d accepted=%d"
           % (refused, other, accepted), flush=True)
+
+    refused = other = adopted = 0
+    for n in range(3, limit):
+        if n in answering or n == ep.fileno():
+            continue
+        try:
+            socket.socket(fileno=n).detach()  # getsockopt(SO_TYPE...) on n
+            adopted += 1
+        except OSError as e:
+            if e.errno == errno.EBADF:
+                refused += 1
+            else:
+                other += 1
+    print("socket(fileno=) of unopened numbers: EBADF=%d other=%d adopted=%d"
+          % (refused, other, adopted), flush=True)
 
     keep = {c.fileno(), ep.fileno(), 1, 2}
     closed = 0

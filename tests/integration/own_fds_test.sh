@@ -14,7 +14,7 @@ PY="$SMCR_SOURCE_DIR/tests/integration/own_fds.py"
 
 PLAIN=$(timeout 120 python3 "$PY" "$(free_port)" 2>&1)
 check "plain TCP: both echoes intact, EBADF for every unopened number ($(tr '\n' ';' <<<"$PLAIN"))" \
-  bash -c 'grep -c "intact=True" <<<"$1" | grep -qx 3 && grep -q "other=0 accepted=0" <<<"$1"' _ "$PLAIN"
+  bash -c 'grep -c "intact=True" <<<"$1" | grep -qx 3 && grep -q "other=0 accepted=0" <<<"$1" && grep -q "other=0 adopted=0" <<<"$1"' _ "$PLAIN"
 reset_stats
 OUT=$(SMCR_SHORT_FLOWS=0 under_smc timeout 120 python3 "$PY" "$(free_port)" 2>&1)
 check "SMC-R: every line as over plain TCP ($(tr '\n' ';' <<<"$OUT"))" [ "$OUT" = "$PLAIN" ]
