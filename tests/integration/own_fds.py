@@ -48,6 +48,22 @@ def echo_once(c):
     return hashlib.sha256(back).digest() == hashlib.sha256(payload).digest()
 
 
+def try_each(numbers, call, succeeded):
+    """call(n) for each number: "EBADF=.. other=.. <succeeded>=..", counting
+    EBADF, other errors and successes."""
+    refused = other = ok = 0
+    for n in numbers:
+        try:
+            call(n)
+            ok += 1
+        except OSError as e:
+            if e.errno == errno.EBADF:
+                refused += 1
+            else:
+                other += 1
+    return "EBADF=%d other=%d %s=%d" % (refused, other, succeeded, ok)
+
+
 def client(port):
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     c = socket.create_connection(("127.0.0.1", port))
@@ -64,35 +80,12 @@ def client(port):
     print("answering fcntl: %s" % answering, flush=True)
 
     ep = select.epoll()
-    refused = other = accepted = 0
-    for n in range(3, limit):
-        if n in answering or n == ep.fileno():
-            continue
-        try:
-            ep.register(n, select.EPOLLIN)
-            accepted += 1
-        except OSError as e:
-            if e.errno == errno.EBADF:
-                refused += 1
-            else:
-                other += 1
-    print("epoll register of unopened numbers: EBADF=%d other=%d accepted=%d"
-          % (refused, other, accepted), flush=True)
-
-    refused = other = adopted = 0
-    for n in range(3, limit):
-        if n in answering or n == ep.fileno():
-            continue
-        try:
-            socket.socket(fileno=n).detach()  # getsockopt(SO_TYPE...) on n
-            adopted += 1
-        except OSError as e:
-            if e.errno == errno.EBADF:
-                refused += 1
-            else:
-                other += 1
-    print("socket(fileno=) of unopened numbers: EBADF=%d other=%d adopted=%d"
-          % (refused, other, adopted), flush=True)
+    unopened = [n for n in range(3, limit) if n not in answering and n != ep.fileno()]
+    print("epoll register of unopened numbers: %s"
+          % try_each(unopened, lambda n: ep.register(n, select.EPOLLIN), "accepted"), flush=True)
+    # socket(fileno=) asks getsockopt(SO_TYPE...) of the number.
+    print("socket(fileno=) of unopened numbers: %s"
+          % try_each(unopened, lambda n: socket.socket(fileno=n).detach(), "adopted"), flush=True)
 
     keep = {c.fileno(), ep.fileno(), 1, 2}
     closed = 0
