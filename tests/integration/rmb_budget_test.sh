@@ -14,6 +14,10 @@ ulimit -n $((N * 8 + 256)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 sizes_run() {  # sizes_run [ENV=VALUE...] -> SIZES (the client's RMB sizes, in order)
   local port; port=$(free_port)
   reset_stats
+  # A background job opens its redirections after the fork, so the wait for
+  # conns= below could read the previous run's file before the new client
+  # truncates it (seen under load: the second run was judged on the first's).
+  rm -f "$TMP"/client.* "$TMP"/server.*
   bg env "$@" SMCR_DEBUG=1 SMCR_SHORT_FLOWS=0 SMCR_PRELOAD_LIB="$SMCR_PRELOAD" "$SMC_RUN" --stats "$STATS_DIR" \
     "$CB" idle-serve "$port" "$N" >"$TMP/server.out" 2>"$TMP/server.err"
   local spid=$BG_PID
