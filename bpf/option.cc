@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/raw_syscall.h"
 #include "smcr_abi.h"
 
 static_assert(smcr::bpfopt::kWeSentSynOpt == SMCR_R_WE_SENT_SYN_OPT);
@@ -32,14 +33,14 @@ namespace {
 
 constexpr std::size_t kPathMax = 512;
 
-long sys_bpf(int cmd, union bpf_attr* attr) { return syscall(SYS_bpf, cmd, attr, sizeof(*attr)); }
+long sys_bpf(int cmd, union bpf_attr* attr) { return smcr::sys::raw_syscall(SYS_bpf, cmd, attr, sizeof(*attr)); }
 
 std::atomic<void (*)(int)> g_forget_fd{nullptr};
 
 void sys_close(int fd) {
   int saved = errno;
   if (auto forget = g_forget_fd.load(std::memory_order_acquire)) forget(fd);
-  syscall(SYS_close, fd);
+  smcr::sys::raw_syscall(SYS_close, fd);
   errno = saved;
 }
 
@@ -101,7 +102,7 @@ int get_fd(CachedMap& c) {
   for (int attempt = 0; attempt < 4; ++attempt) {
     struct stat st;
     std::uint64_t cur = c.v.load(std::memory_order_acquire);
-    if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
+    if (smcr::sys::raw_syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
       int e = errno;
       if (e == ENOENT) drop(c, cur, true);  // unloaded: release the old map
       errno = e;
@@ -327,7 +328,7 @@ std::uint32_t offer_slot(std::uint16_t port) {
   int saved = errno;
   char path[kPathMax];
   struct stat st;
-  if (port == 0 || !build_path(path, SMCR_PIN_OFFERS) || syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
+  if (port == 0 || !build_path(path, SMCR_PIN_OFFERS) || smcr::sys::raw_syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0) {
     errno = saved;
     return 0;  // an older program without the map
   }
@@ -383,7 +384,7 @@ bool loaded() {
   if (ok) {
     char path[kPathMax];
     struct stat st;
-    ok = build_path(path, SMCR_PIN_OPTIN) && syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0;
+    ok = build_path(path, SMCR_PIN_OPTIN) && smcr::sys::raw_syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0;
   }
   errno = saved;
   return ok;

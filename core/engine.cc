@@ -260,7 +260,7 @@ void serve_diagnostics(int listen_fd) {
       continue;
     }
     char comm[64] = "?";
-    int cf = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/self/comm", O_RDONLY | O_CLOEXEC));
+    int cf = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/comm", O_RDONLY | O_CLOEXEC));
     if (cf >= 0) {
       ssize_t k = sys::read(cf, comm, sizeof comm - 1);
       comm[k > 0 ? k - 1 : 0] = '\0';

@@ -42,7 +42,7 @@ uint32_t fnv1a(const char* s, size_t n, uint32_t h = 2166136261u) {
 
 uint32_t compute_host_key() {
   char buf[128] = {};
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
   ssize_t n = 0;
   if (fd >= 0) {
     n = sys::read(fd, buf, sizeof buf - 1);
@@ -50,7 +50,7 @@ uint32_t compute_host_key() {
   }
   uint32_t h = fnv1a(buf, n > 0 ? static_cast<size_t>(n) : 0);
   char ns[64] = {};
-  ssize_t m = ::syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/net", ns, sizeof ns - 1);
+  ssize_t m = smcr::sys::raw_syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/ns/net", ns, sizeof ns - 1);
   if (m > 0) h = fnv1a(ns, static_cast<size_t>(m), h);
   return h;
 }
@@ -141,7 +141,7 @@ bool shm_gid_is_local(const clc::Gid& gid) {
 bool shm_make_sealed(const char* name, size_t bytes, int* fd_out, uint8_t** addr) {
   // Hidden at once: made on the engine thread, it would otherwise hold the
   // lowest free number while the application may be opening a file.
-  int fd = sys::hide_fd(static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  int fd = sys::hide_fd(static_cast<int>(smcr::sys::raw_syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
   if (fd < 0) return false;
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
       sys::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {

@@ -149,7 +149,7 @@ void forget_held(uint64_t id) {
 }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
-  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
+  return smcr::sys::raw_syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
 }
 
 }  // namespace
@@ -223,7 +223,7 @@ bool owner_gone(std::atomic<uint32_t>* s) {
   // Killed but not reaped yet: a zombie answers kill().
   char path[64], stat[512] = {};
   snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
   if (fd < 0) return errno == ENOENT;
   ssize_t n = sys::read(fd, stat, sizeof stat - 1);
   sys::close(fd);

@@ -171,7 +171,7 @@ bool server_answered(int fd, int wait_us) {
     if (left_us <= 0) return false;
     pollfd pf{fd, POLLIN | POLLRDHUP, 0};
     timespec ts{0, static_cast<long>(std::min<int64_t>(left_us, 999999) * 1000)};
-    int n = static_cast<int>(::syscall(SYS_ppoll, &pf, 1, &ts, nullptr, 0));
+    int n = static_cast<int>(smcr::sys::raw_syscall(SYS_ppoll, &pf, 1, &ts, nullptr, 0));
     if (n > 0 || (n < 0 && errno != EINTR)) return true;  // bytes, end of stream or an error: decide now
   }
 }

@@ -26,7 +26,7 @@ std::atomic<uint64_t> sys::g_own_fds[sys::kOwnFdBits / 64];
 int sys::hidden_fd_base() {
   static const int base = [] {
     rlimit64 r{};
-    if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r) != 0) return 0;
+    if (smcr::sys::raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, &r) != 0) return 0;
     // Below 2048 there is no upper half worth keeping apart.
     return r.rlim_cur >= 2048 ? static_cast<int>(std::min<rlim64_t>(r.rlim_cur / 2, 1 << 20)) : 0;
   }();
@@ -298,7 +298,7 @@ void write_stats_locked(const char* dir, bool always) {
   snprintf(path, sizeof path, "%s/smcr-%d.txt", dir, static_cast<int>(getpid()));
   char tmp[520];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   int err = 0;
   if (fd < 0) {
     err = errno;
@@ -340,19 +340,19 @@ void write_stats_file_from_exit() {
   FixedText p{path, sizeof path};
   p.add(dir);
   p.add("/smcr-");
-  p.add(static_cast<uint64_t>(::syscall(SYS_getpid)));
+  p.add(static_cast<uint64_t>(smcr::sys::raw_syscall(SYS_getpid)));
   p.add(".txt");
   path[p.len] = 0;
   FixedText t{tmp, sizeof tmp};
   t.add(path);
   t.add(".tmp");
   tmp[t.len] = 0;
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd >= 0) {
     bool ok = sys::write(fd, text, n) == static_cast<ssize_t>(n);
     sys::close(fd);
     // The *at forms: aarch64 has no rename, unlink or open system calls.
-    if (!ok || ::syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, path, 0) != 0) ::syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+    if (!ok || smcr::sys::raw_syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, path, 0) != 0) smcr::sys::raw_syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
   }
   g_stats_writing.store(false, std::memory_order_release);
 }

@@ -43,7 +43,7 @@ uint64_t g_clock = 0;
 std::atomic_flag g_busy = ATOMIC_FLAG_INIT;
 
 int open_pidfd(int pid) {
-  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_pidfd_open, pid, 0));
   if (fd < 0) {
     if (errno == ENOSYS) g_unsupported.store(true, std::memory_order_relaxed);
     return -1;
@@ -94,13 +94,13 @@ int fetch_socket(int pid, int fd, uint64_t ino, uint64_t* dev) {
   if (!g_busy.test_and_set(std::memory_order_acquire)) {
     int pidfd = cached_pidfd_locked(pid);
     if (pidfd >= 0) {
-      got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+      got = static_cast<int>(smcr::sys::raw_syscall(SYS_pidfd_getfd, pidfd, fd, 0));
       // The process is gone (a pid that may be reused): not kept.
       if (got < 0 && errno == ESRCH) forget_locked(pid);
     }
     g_busy.clear(std::memory_order_release);
   } else if (int pidfd = open_pidfd(pid); pidfd >= 0) {
-    got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+    got = static_cast<int>(smcr::sys::raw_syscall(SYS_pidfd_getfd, pidfd, fd, 0));
     sys::close(pidfd);
   }
   if (got < 0) {

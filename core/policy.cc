@@ -212,7 +212,7 @@ Loaded load() {
   l.present = true;
   if (rules && *rules && !parse(rules, "SMCR_POLICY_RULES", true, &l.policy, &l.error)) return l;
   if (file && *file) {
-    int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, file, O_RDONLY | O_CLOEXEC));
+    int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, file, O_RDONLY | O_CLOEXEC));
     if (fd < 0) {
       l.error = std::string(file) + ": cannot open: " + strerror(errno);
       return l;
@@ -246,7 +246,7 @@ std::string_view program_name() {
 std::string_view executable_name() {
   static const std::string name = [] {
     char path[4096];
-    ssize_t n = ::syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", path, sizeof path - 1);
+    ssize_t n = smcr::sys::raw_syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", path, sizeof path - 1);
     if (n <= 0) return std::string();
     std::string s(path, static_cast<size_t>(n));
     size_t slash = s.rfind('/');

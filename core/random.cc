@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/raw_syscall.h"
 
 namespace smcr {
 
@@ -17,7 +18,7 @@ bool random_bytes(void* buf, size_t len) {
   while (got < len) {
     // The raw system call: libc's getrandom() may be missing (old glibc) or
     // interposed, and this must not allocate.
-    long n = ::syscall(SYS_getrandom, p + got, len - got, 0);
+    long n = smcr::sys::raw_syscall(SYS_getrandom, p + got, len - got, 0);
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;

@@ -1,7 +1,9 @@
 // Raw system calls for the engine's own I/O. The engine is linked into the
 // LD_PRELOAD library, which exports read/write/close/... itself: a plain call
-// to ::read from here would re-enter the interposer. syscall(2) bypasses both
-// the interposer and libc's symbol, so engine I/O never recurses.
+// to ::read from here would re-enter the interposer. raw_syscall (the kernel
+// entry itself, core/raw_syscall.h) bypasses both the interposer and libc,
+// so engine I/O never recurses; libc's syscall() would not, as the shim
+// exports one too.
 #pragma once
 
 #include <dirent.h>
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #include <atomic>
+
+#include "core/raw_syscall.h"
 #include <cstdint>
 #include <cstdlib>
 
@@ -44,11 +48,11 @@ inline bool is_own_fd(int fd) {
          (g_own_fds[fd >> 6].load(std::memory_order_relaxed) & (uint64_t{1} << (fd & 63)));
 }
 
-inline ssize_t read(int fd, void* buf, size_t n) { return ::syscall(SYS_read, fd, buf, n); }
-inline ssize_t write(int fd, const void* buf, size_t n) { return ::syscall(SYS_write, fd, buf, n); }
+inline ssize_t read(int fd, void* buf, size_t n) { return raw_syscall(SYS_read, fd, buf, n); }
+inline ssize_t write(int fd, const void* buf, size_t n) { return raw_syscall(SYS_write, fd, buf, n); }
 inline int close(int fd) {
   forget_own_fd(fd);
-  return static_cast<int>(::syscall(SYS_close, fd));
+  return static_cast<int>(raw_syscall(SYS_close, fd));
 }
 // Closes *fd if open and marks it closed (-1).
 inline void close_reset(int* fd) {
@@ -56,15 +60,15 @@ inline void close_reset(int* fd) {
   *fd = -1;
 }
 inline ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  return ::syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
+  return raw_syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
 }
 inline ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  return ::syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr);
+  return raw_syscall(SYS_recvfrom, fd, buf, n, flags, nullptr, nullptr);
 }
-inline ssize_t sendmsg(int fd, const struct msghdr* m, int flags) { return ::syscall(SYS_sendmsg, fd, m, flags); }
-inline ssize_t recvmsg(int fd, struct msghdr* m, int flags) { return ::syscall(SYS_recvmsg, fd, m, flags); }
+inline ssize_t sendmsg(int fd, const struct msghdr* m, int flags) { return raw_syscall(SYS_sendmsg, fd, m, flags); }
+inline ssize_t recvmsg(int fd, struct msghdr* m, int flags) { return raw_syscall(SYS_recvmsg, fd, m, flags); }
 inline int recvmmsg(int fd, struct mmsghdr* v, unsigned n, int flags) {
-  return static_cast<int>(::syscall(SYS_recvmmsg, fd, v, n, flags, nullptr));
+  return static_cast<int>(raw_syscall(SYS_recvmmsg, fd, v, n, flags, nullptr));
 }
 // ppoll: the one every architecture has (aarch64 has no poll system call).
 inline int poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
@@ -74,27 +78,27 @@ inline int poll(struct pollfd* fds, nfds_t n, int timeout_ms) {
     ts.tv_nsec = static_cast<long>(timeout_ms % 1000) * 1000000L;
     limit = &ts;
   }
-  return static_cast<int>(::syscall(SYS_ppoll, fds, n, limit, nullptr, 0));
+  return static_cast<int>(raw_syscall(SYS_ppoll, fds, n, limit, nullptr, 0));
 }
-inline int socket(int domain, int type, int proto) { return static_cast<int>(::syscall(SYS_socket, domain, type, proto)); }
+inline int socket(int domain, int type, int proto) { return static_cast<int>(raw_syscall(SYS_socket, domain, type, proto)); }
 inline int socketpair(int domain, int type, int proto, int sv[2]) {
-  return static_cast<int>(::syscall(SYS_socketpair, domain, type, proto, sv));
+  return static_cast<int>(raw_syscall(SYS_socketpair, domain, type, proto, sv));
 }
-inline int connect(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(::syscall(SYS_connect, fd, a, l)); }
-inline int bind(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(::syscall(SYS_bind, fd, a, l)); }
-inline int listen(int fd, int backlog) { return static_cast<int>(::syscall(SYS_listen, fd, backlog)); }
+inline int connect(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(raw_syscall(SYS_connect, fd, a, l)); }
+inline int bind(int fd, const struct sockaddr* a, socklen_t l) { return static_cast<int>(raw_syscall(SYS_bind, fd, a, l)); }
+inline int listen(int fd, int backlog) { return static_cast<int>(raw_syscall(SYS_listen, fd, backlog)); }
 inline int accept4(int fd, struct sockaddr* a, socklen_t* l, int flags) {
-  return static_cast<int>(::syscall(SYS_accept4, fd, a, l, flags));
+  return static_cast<int>(raw_syscall(SYS_accept4, fd, a, l, flags));
 }
-inline int shutdown(int fd, int how) { return static_cast<int>(::syscall(SYS_shutdown, fd, how)); }
+inline int shutdown(int fd, int how) { return static_cast<int>(raw_syscall(SYS_shutdown, fd, how)); }
 inline int getsockopt(int fd, int level, int name, void* v, socklen_t* l) {
-  return static_cast<int>(::syscall(SYS_getsockopt, fd, level, name, v, l));
+  return static_cast<int>(raw_syscall(SYS_getsockopt, fd, level, name, v, l));
 }
 inline int setsockopt(int fd, int level, int name, const void* v, socklen_t l) {
-  return static_cast<int>(::syscall(SYS_setsockopt, fd, level, name, v, l));
+  return static_cast<int>(raw_syscall(SYS_setsockopt, fd, level, name, v, l));
 }
-inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getsockname, fd, a, l)); }
-inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(::syscall(SYS_getpeername, fd, a, l)); }
+inline int getsockname(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(raw_syscall(SYS_getsockname, fd, a, l)); }
+inline int getpeername(int fd, struct sockaddr* a, socklen_t* l) { return static_cast<int>(raw_syscall(SYS_getpeername, fd, a, l)); }
 // One message with descriptors attached (SCM_RIGHTS, at most kMaxPassedFds),
 // sent with `flags` (MSG_NOSIGNAL always).
 inline constexpr size_t kMaxPassedFds = 8;
@@ -178,12 +182,12 @@ inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd_out, int fl
 // false; `dir_fd` (if given) gets the directory's own descriptor number.
 template <typename Fn>
 bool for_each_dir_entry(const char* path, Fn fn, int* dir_fd = nullptr) {
-  int dir = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int dir = static_cast<int>(raw_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return false;
   if (dir_fd) *dir_fd = dir;
   alignas(8) char buf[4096];
   for (bool more = true; more;) {
-    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    long n = raw_syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long off = 0; off < n && more;) {
       auto* d = reinterpret_cast<struct dirent64*>(buf + off);
@@ -192,7 +196,7 @@ bool for_each_dir_entry(const char* path, Fn fn, int* dir_fd = nullptr) {
       more = fn(static_cast<const char*>(d->d_name));
     }
   }
-  ::syscall(SYS_close, dir);
+  raw_syscall(SYS_close, dir);
   return true;
 }
 // Calls fn(fd) for each descriptor open in this process (/proc/self/fd).
@@ -209,18 +213,18 @@ void for_each_open_fd(Fn fn) {
       },
       &dir);
 }
-inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg)); }
-inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(::syscall(SYS_ioctl, fd, req, arg)); }
+inline int fcntl(int fd, int cmd, long arg = 0) { return static_cast<int>(raw_syscall(SYS_fcntl, fd, cmd, arg)); }
+inline int ioctl(int fd, unsigned long req, void* arg) { return static_cast<int>(raw_syscall(SYS_ioctl, fd, req, arg)); }
 inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event* ev) {
-  return static_cast<int>(::syscall(SYS_epoll_ctl, epfd, op, fd, ev));
+  return static_cast<int>(raw_syscall(SYS_epoll_ctl, epfd, op, fd, ev));
 }
 // epoll_pwait with no mask: the one every architecture has (aarch64 has no
 // epoll_wait system call).
 inline int epoll_wait(int epfd, struct epoll_event* events, int max, int timeout_ms) {
-  return static_cast<int>(::syscall(SYS_epoll_pwait, epfd, events, max, timeout_ms, nullptr, 0));
+  return static_cast<int>(raw_syscall(SYS_epoll_pwait, epfd, events, max, timeout_ms, nullptr, 0));
 }
-inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(::syscall(SYS_dup3, oldfd, newfd, flags)); }
-inline int fstat(int fd, struct stat* st) { return static_cast<int>(::syscall(SYS_fstat, fd, st)); }
+inline int dup3(int oldfd, int newfd, int flags) { return static_cast<int>(raw_syscall(SYS_dup3, oldfd, newfd, flags)); }
+inline int fstat(int fd, struct stat* st) { return static_cast<int>(raw_syscall(SYS_fstat, fd, st)); }
 
 // Monotonic milliseconds, for handshake deadlines.
 int64_t now_ms();

@@ -38,7 +38,7 @@ namespace {
 // sysfs reads go through raw syscalls like the rest of core/: the engine lives
 // inside the LD_PRELOAD library that exports read/close itself.
 bool read_small_file(const std::string& path, std::string* out) {
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd < 0) return false;
   char buf[256];
   ssize_t n;

@@ -159,7 +159,7 @@ std::string find_on_path(const char* file, char* const envp[]) {
 // or a script whose interpreter is one; not set-user-ID or set-group-ID
 // unless we are root already (secure mode ignores the preload).
 bool dynamic_program(const std::string& path, int depth) {
-  int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
+  int fd = static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd < 0) return false;
   struct stat st;
   unsigned char head[4096];
@@ -324,7 +324,7 @@ void prepare(const std::vector<std::pair<int, Connection*>>& carry, exec_inherit
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes.append(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(Record));
   bytes += text;
-  int memfd = static_cast<int>(::syscall(SYS_memfd_create, "smcr-exec", 0));  // inherited by the new program
+  int memfd = static_cast<int>(smcr::sys::raw_syscall(SYS_memfd_create, "smcr-exec", 0));  // inherited by the new program
   if (memfd >= 0 && (base <= 0 || memfd < base)) {
     int high = base > 0 ? sys::fcntl(memfd, F_DUPFD, base) : -1;
     if (high >= 0) {

@@ -354,7 +354,7 @@ int relay_for_spawn(bool program_takes, std::string* take_variable) {
   std::vector<uint64_t> take;
   size_t n = conns.size();
   pass_or_relay(conns, program_takes, &take, "a program spawned from here inherits it", false);
-  if (!take.empty()) *take_variable = take_variable_for(static_cast<pid_t>(::syscall(SYS_getpid)), take);
+  if (!take.empty()) *take_variable = take_variable_for(static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid)), take);
   return static_cast<int>(n);
 }
 
@@ -424,7 +424,7 @@ void adopt_received(int via, int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
   if (sys::getsockopt(via, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) return;
-  if (cred.pid == static_cast<pid_t>(::syscall(SYS_getpid))) {
+  if (cred.pid == static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid))) {
     int tcp = tcp_for_passed(st.st_ino);
     if (tcp < 0) return;
     adopt_pair(fd, tcp);
@@ -633,7 +633,7 @@ void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs, bool program_
     SMCR_LOG(0, "exec in a vfork child: the parent's engine did not relay its connections in time");
     return;
   }
-  pid_t parent = static_cast<pid_t>(::syscall(SYS_getppid));
+  pid_t parent = static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getppid));
   if (!taken->empty()) *take_variable = take_variable_for(parent, *taken);
   // The relayed ones' TCP sockets, from the parent's engine, for the new
   // program to answer getpeername with (named in its environment, as an

@@ -53,9 +53,9 @@ RealFunctions g_real;
 // must not write them as its own (see _exit).
 std::atomic<pid_t> g_own_pid{0};
 void note_own_pid() {
-  g_own_pid.store(static_cast<pid_t>(::syscall(SYS_getpid)), std::memory_order_relaxed);
+  g_own_pid.store(static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid)), std::memory_order_relaxed);
   static const int atfork = pthread_atfork(nullptr, nullptr, [] {
-    g_own_pid.store(static_cast<pid_t>(::syscall(SYS_getpid)), std::memory_order_relaxed);
+    g_own_pid.store(static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid)), std::memory_order_relaxed);
   });
   (void)atfork;
 }
@@ -67,8 +67,10 @@ void note_own_pid() {
 // dup2 onto 0 would make the parent's stdin that connection). Asked only
 // where the table has something for the numbers: a plain socket's close
 // costs no system call.
+std::atomic<bool> g_interposers_ready{false};
+
 bool in_vfork_child() {
-  return static_cast<pid_t>(::syscall(SYS_getpid)) != g_own_pid.load(std::memory_order_relaxed);
+  return static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid)) != g_own_pid.load(std::memory_order_relaxed);
 }
 bool table_knows(int fd) {
   return fd_table().has_conn(fd) || fd_table().kind(fd) != smcr::preload::kFdUnknown;
@@ -96,6 +98,8 @@ __attribute__((constructor(101))) void resolve_all() {
   // numbers: its next socket got 5 where TCP's got 4.
   smcr::bpfopt::set_fd_placer(smcr::sys::hide_fd, smcr::sys::forget_own_fd);
   smcr::stats_enabled();  // its one-time lookup done now, not in an _exit
+  fd_table();              // allocated now, not inside a caller's syscall()
+  g_interposers_ready.store(true, std::memory_order_release);
 }
 
 bool enabled() {

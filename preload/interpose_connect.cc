@@ -239,6 +239,34 @@ int connect_plain(int fd, const struct sockaddr* addr, socklen_t len, smcr::Fall
 
 }  // namespace
 
+int smcr::preload::interpose::close_number(int fd, int (*real_close)(int)) {
+  if (refuse_own_fd(fd)) return -1;
+  if ((fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting ||
+       fd_table().kind(fd) == smcr::preload::kFdExecInherited) &&
+      in_vfork_child())
+    return real_close(fd);
+  smcr::preload::epoll_forget_fd(fd);
+  smcr::preload::epoll_settled(fd);
+  smcr::preload::own::forget(fd);
+  smcr::preload::late::forget(fd);
+  smcr::preload::exec_inherit::forget(fd);
+  if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
+  if (Connection* c = fd_table().take(fd)) {
+    fd_table().set_kind(fd, smcr::preload::kFdUnknown);
+    close_smc_fd(fd, c, real_close);
+    return 0;
+  }
+  if (fd_table().kind(fd) != smcr::preload::kFdUnknown) fd_table().set_kind(fd, smcr::preload::kFdUnknown);
+  return real_close(fd);
+}
+
+void smcr::preload::interpose::forget_stale_number(int fd) {
+  if (!table_knows(fd)) [[likely]]
+    return;
+  SMCR_LOG(1, "fd %d: was closed past close() (a raw system call?): its connection ends now", fd);
+  close_number(fd, [](int) { return 0; });
+}
+
 extern "C" {
 // The interposed libc entry points: the only symbols the shim exports
 // (preload/exports.map; everything else is compiled hidden).
@@ -247,6 +275,7 @@ extern "C" {
 int socket(int domain, int type, int protocol) {
   REAL(socket);
   int fd = real_socket(domain, type, protocol);
+  if (fd >= 0) forget_stale_number(fd);
   if (fd >= 0 && enabled() && (domain == AF_INET || domain == AF_INET6) && (type & 0xF) == SOCK_STREAM &&
       (protocol == 0 || protocol == IPPROTO_TCP)) {
     fd_table().set_kind(fd, smcr::preload::kFdTcp);
@@ -423,6 +452,7 @@ int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
     nfd = real_accept4(fd, addr, len, flags);
   }
   if (nfd < 0) return nfd;
+  forget_stale_number(nfd);
   uint8_t kind = fd_table().kind(fd);
   if (kind == smcr::preload::kFdListenerNoBpf) smcr::count_fallback(smcr::Fallback::kBpfNotLoaded);
   if (kind == smcr::preload::kFdPolicyListener) smcr::count_fallback(smcr::Fallback::kPolicy);
@@ -450,24 +480,7 @@ int accept(int fd, struct sockaddr* addr, socklen_t* len) { return accept4(fd, a
 
 int close(int fd) {
   REAL(close);
-  if (refuse_own_fd(fd)) return -1;
-  if ((fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting ||
-       fd_table().kind(fd) == smcr::preload::kFdExecInherited) &&
-      in_vfork_child())
-    return real_close(fd);
-  smcr::preload::epoll_forget_fd(fd);
-  smcr::preload::epoll_settled(fd);
-  smcr::preload::own::forget(fd);
-  smcr::preload::late::forget(fd);
-  smcr::preload::exec_inherit::forget(fd);
-  if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
-  if (Connection* c = fd_table().take(fd)) {
-    fd_table().set_kind(fd, smcr::preload::kFdUnknown);
-    close_smc_fd(fd, c, real_close);
-    return 0;
-  }
-  if (fd_table().kind(fd) != smcr::preload::kFdUnknown) fd_table().set_kind(fd, smcr::preload::kFdUnknown);
-  return real_close(fd);
+  return close_number(fd, real_close);
 }
 
 int shutdown(int fd, int how) {

@@ -99,6 +99,12 @@ F real_function(std::atomic<F>& slot, const char* name) {
 
 #define REAL(name) const auto real_##name = real_function(g_real.name, #name)
 
+// Set when the library's constructor has resolved libc's entry points and
+// made the fd table: before, an application's syscall() goes straight to the
+// kernel (a memory allocator's own start-up reads files with syscall():
+// jemalloc's, under varnishd, deadlocked in the interposer's first dlsym).
+extern std::atomic<bool> g_interposers_ready;
+
 // This process's pid, kept across fork() (interpose.cc).
 extern std::atomic<pid_t> g_own_pid;
 // A vfork() child leaves the fd table alone; asked only where the table
@@ -119,6 +125,16 @@ inline bool refuse_own_fd(int fd) {
   errno = EBADF;
   return true;
 }
+
+// The application's close(fd), with `real_close` for the number itself:
+// libc's close() for close(), the bare system call for syscall(SYS_close),
+// which is not a cancellation point (interpose_connect.cc).
+int close_number(int fd, int (*real_close)(int));
+// The kernel has just handed out `fd` (socket(), accept()): anything the
+// table still kept for that number was closed where the shim could not see
+// it (a raw system call, io_uring). Its connection ends as on close(), the
+// number itself left alone.
+void forget_stale_number(int fd);
 
 // SMCR_ENABLE is not 0.
 bool enabled();

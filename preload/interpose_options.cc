@@ -81,7 +81,7 @@ bool is_buffer_option(int name) {
 using CloseRangeFn = int (*)(unsigned int, unsigned int, int);
 
 int raw_close_range(unsigned int first, unsigned int last, int flags) {
-  return static_cast<int>(::syscall(SYS_close_range, first, last, flags));
+  return static_cast<int>(smcr::sys::raw_syscall(SYS_close_range, first, last, flags));
 }
 
 CloseRangeFn real_close_range() {

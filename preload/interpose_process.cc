@@ -286,11 +286,11 @@ int execle(const char* path, const char* arg, ...) {
 // a forked child holds unclaimed (a parent that accepts, forks and calls
 // os._exit) is re-homed to it first, as exit() does.
 void _exit(int status) {
-  if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_getpid))) {
+  if (g_own_pid.load(std::memory_order_relaxed) == static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid))) {
     smcr::handoff::await_passed_offers_at_exit();
     smcr::write_stats_file_from_exit();
   }
-  ::syscall(SYS_exit_group, status);
+  smcr::sys::raw_syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }
 

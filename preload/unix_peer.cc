@@ -25,7 +25,7 @@ namespace smcr::preload::unix_peer {
 namespace {
 
 int open_read(const char* path, int flags = 0) {
-  return static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | flags));
+  return static_cast<int>(smcr::sys::raw_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | flags));
 }
 
 std::string read_file(const char* path, size_t limit) {
@@ -121,7 +121,7 @@ uint64_t peer_inode(int fd) {
   kernel.nl_family = AF_NETLINK;
   uint64_t peer = 0;
   alignas(nlmsghdr) char buf[8192];
-  if (::syscall(SYS_sendto, nl, &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) ==
+  if (smcr::sys::raw_syscall(SYS_sendto, nl, &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) ==
       static_cast<long>(sizeof msg)) {
     timeval tv{1, 0};
     sys::setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -148,12 +148,12 @@ uint64_t peer_inode(int fd) {
 pid_t shim_process_at_other_end(int fd) {
   uint64_t ino = peer_inode(fd);
   if (ino == 0) return 0;
-  pid_t self = static_cast<pid_t>(::syscall(SYS_getpid));
+  pid_t self = static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid));
   std::vector<pid_t> candidates;
   ucred cred{};
   socklen_t len = sizeof cred;
   if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) candidates.push_back(cred.pid);
-  candidates.push_back(static_cast<pid_t>(::syscall(SYS_getppid)));
+  candidates.push_back(static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getppid)));
   for (pid_t child : children()) candidates.push_back(child);
   for (size_t i = 0; i < candidates.size(); ++i) {
     pid_t pid = candidates[i];
