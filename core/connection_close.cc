@@ -182,6 +182,11 @@ void Connection::release_resources_locked() {
   if (mem_.peer_bell_fd >= 0) sys::close(mem_.peer_bell_fd);
   mem_.peer_bell_fd = -1;
   mem_.control = nullptr;  // unmapped with the RMB below
+  // Our wait bits went with the page: no peer takes them now, and the
+  // readiness code must not reach for it (an application that still holds
+  // the number and closes it, a JDK socket's close after its peer's, read a
+  // null page).
+  ready_.rd_armed = ready_.rd_for_set = ready_.wr_armed = false;
   if (fabric_.group) {
     bool had_rmb = fabric_.rmb.addr != nullptr;
     // Both C exchanged: neither side writes these RMBEs again, so the group

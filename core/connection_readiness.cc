@@ -81,6 +81,7 @@ void Connection::arm_for_next_arrival_locked() {
 }
 
 void Connection::set_data_arming_locked() {
+  if (!mem_.control) return;  // released (release_resources_locked)
   cdcmem::arm(mem_.control, cdcmem::Want::kData, rx_.prod, local_token_);
   ready_.rd_armed = true;
   ready_.rd_for_set = false;
@@ -105,11 +106,13 @@ void Connection::count_kernel_armed_locked() {
 bool Connection::disarm_data_locked() {
   bool for_set = ready_.rd_for_set;
   ready_.rd_armed = ready_.rd_for_set = false;
+  if (!mem_.control) return false;  // released: nobody can have taken it
   // A ready set's taker marks the set's page: nothing comes on the socket.
   return !cdcmem::disarm(mem_.control, cdcmem::Want::kData) && !for_set;
 }
 
 void Connection::arm_for_set_locked() {
+  if (!mem_.control) return;  // released: a parked connection's re-arming came after the end
   cdcmem::arm_for_set(mem_.control, rx_.prod, local_token_, ready_.set_where);
   ready_.rd_armed = ready_.rd_for_set = true;
   // Published before the peer could see the bit: it will not mark for it.
@@ -566,6 +569,7 @@ bool Connection::revoke_peer_bell_locked() {
 }
 
 bool Connection::wait_peer_quiet_locked(int timeout_ms) {
+  if (!mem_.control) return true;
   int64_t deadline = sys::now_ms() + timeout_ms;
   bool quiet;
   while (!(quiet = cdcmem::ringing(mem_.control).load(std::memory_order_seq_cst) == 0) && sys::now_ms() < deadline)

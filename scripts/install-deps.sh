@@ -35,6 +35,8 @@ PKGS=(
   # CPython's own socket suites for Debian's python3 (scripts/cpython-tests.sh,
   # tests/apps/cpython_tests_test.sh)
   libpython3.11-testsuite
+  # the JDK's HTTP server and client, NIO and blocking sockets (tests/apps/java_http_test.sh)
+  openjdk-17-jdk-headless
 )
 
 export DEBIAN_FRONTEND=noninteractive
