@@ -186,8 +186,20 @@ int fcntl(int fd, int cmd, ...) {
   // are the readiness socket's (the connection takes O_NONBLOCK from it
   // when it is installed): no reason to wait for a server's accept().
   if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC && !fd_table().has_conn(fd) &&
-      fd_table().kind(fd) == smcr::preload::kFdAccepting)
-    return real_fcntl(fd, cmd, arg);
+      fd_table().kind(fd) == smcr::preload::kFdAccepting) {
+    int rc = real_fcntl(fd, cmd, arg);
+    // The handshake may have installed the connection meanwhile, having
+    // read the flags before this change: squid's O_NONBLOCK, set right
+    // after accept() while the Confirm arrived, was lost, and its next
+    // read blocked the whole server. (The installer reads them once more
+    // after it; see conclude_locked.)
+    if (rc == 0 && cmd == F_SETFL)
+      if (Connection* c = fd_table().get(fd)) {  // not ConnRef: that would wait for the handshake
+        c->set_nonblocking(reinterpret_cast<intptr_t>(arg) & O_NONBLOCK);
+        c->unref();
+      }
+    return rc;
+  }
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
     if (table_knows(fd) && in_vfork_child()) return real_fcntl(fd, cmd, arg);
     DupRef c(fd);

@@ -272,6 +272,11 @@ void conclude_locked(Accepting* a, const HandshakeOutcome& o) {
       if (a->short_flow) c->set_short_flow_key(a->short_flow);
       Connection* old = fd_table().set(a->fd, c);
       if (old) old->unref();
+      // An fcntl(F_SETFL) of the application's that ran while we read the
+      // flags above went to the number's file only (the connection was not
+      // in the table yet): read once more now that it is (fcntl() looks
+      // again after its change too; one of the two sees the other's).
+      c->set_nonblocking((sys::fcntl(a->fd, F_GETFL) & O_NONBLOCK) != 0);
       a->state = Accepting::kDone;
       unregister_locked(a);
     }

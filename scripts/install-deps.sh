@@ -31,7 +31,7 @@ PKGS=(
   # an accept-fork-exec server (tests/apps/sshd_test.sh)
   openssh-server openssh-client
   # proxies in front of nginx (tests/apps/proxies_test.sh)
-  haproxy apache2
+  haproxy apache2 varnish squid
   # CPython's own socket suites for Debian's python3 (scripts/cpython-tests.sh,
   # tests/apps/cpython_tests_test.sh)
   libpython3.11-testsuite

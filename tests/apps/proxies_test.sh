@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Proxies in front of nginx, every process under smc_run, against the same
 # setup over plain TCP: haproxy (HTTP mode; TCP mode with splice-auto; one
-# thread, SO_LINGER 0 on its server connections) and Apache httpd (the
+# thread, SO_LINGER 0 on its server connections), Apache httpd (the
 # prefork MPM, and the event MPM's worker threads around its epoll
-# listener; static files and mod_proxy_http). Through each front: ten 4 MiB
+# listener; static files and mod_proxy_http), varnish (jemalloc, whose
+# start-up reads its settings with syscall(): it deadlocked in the shim's
+# syscall() before that waited for the shim's own start-up) and squid as a
+# reverse proxy (it sets O_NONBLOCK right after accept(); where the Confirm
+# arrived meanwhile the connection missed it, and squid's next read blocked
+# the whole server: wrk's "Connection: close" run never ended). Through each front: ten 4 MiB
 # downloads compared byte for byte, then wrk with keepalive and with
 # "Connection: close". Required: the same intact counts and no non-2xx
 # answer in either mode, and SMC-R on both hops (the clients', and the
@@ -11,7 +16,7 @@
 source "$SMCR_SOURCE_DIR/tests/lib/common.sh"
 case "${SMCR_SANITIZE:-OFF}" in ON|on|1|TRUE|true) skip "ASan build of the shim: it cannot be preloaded into non-ASan programs" ;; esac
 require_bpf
-for tool in nginx haproxy apache2 curl wrk; do
+for tool in nginx haproxy apache2 varnishd squid curl wrk; do
   command -v "$tool" >/dev/null || skip "$tool not installed (scripts/install-deps.sh)"
 done
 MODS=/usr/lib/apache2/modules
@@ -28,6 +33,7 @@ head -c 65536 /dev/urandom >"$W/www/64k"
 chmod 755 "$W/www"; chmod 644 "$W/www/"*
 WANT=$(sha256sum <"$W/www/4m" | cut -c1-64)
 NPORT=$(free_port); HPORT=$(free_port); TPORT=$(free_port); APORT=$(free_port); EPORT=$(free_port)
+VPORT=$(free_port); SPORT=$(free_port)
 
 cat >"$W/nginx.conf" <<EOF
 user root;
@@ -98,6 +104,23 @@ EnableSendfile On
 StartServers 4
 EOF
 }
+cat >"$W/varnish.vcl" <<EOF
+vcl 4.1;
+backend default { .host = "127.0.0.1"; .port = "$NPORT"; }
+sub vcl_recv { return (pass); }
+EOF
+cat >"$W/squid.conf" <<EOF
+http_port 127.0.0.1:$SPORT accel
+cache_peer 127.0.0.1 parent $NPORT 0 no-query originserver name=nginx
+http_access allow all
+cache_peer_access nginx allow all
+cache deny all
+pid_filename $W/squid.pid
+access_log none
+cache_log $W/squid.log
+workers 1
+shutdown_lifetime 1 seconds
+EOF
 httpd_conf prefork "$APORT" >"$W/httpd-prefork.conf"
 httpd_conf event "$EPORT" >"$W/httpd-event.conf"
 
@@ -117,9 +140,16 @@ run_mode() {
   local apid=$!
   setsid "${wrap[@]}" apache2 -f "$W/httpd-event.conf" -DFOREGROUND &
   local epid=$!
-  for p in "$NPORT" "$HPORT" "$TPORT" "$APORT" "$EPORT"; do wait_port "$p" 10; done
+  rm -rf "$W/varnish-$mode"
+  "${wrap[@]}" varnishd -F -a "127.0.0.1:$VPORT" -f "$W/varnish.vcl" -n "$W/varnish-$mode" -s malloc,64m \
+    >"$W/logs/varnish-$mode.log" 2>&1 &
+  local vpid=$!
+  "${wrap[@]}" squid -N -f "$W/squid.conf" >"$W/logs/squid-$mode.log" 2>&1 &
+  local spid=$!
+  for p in "$NPORT" "$HPORT" "$TPORT" "$APORT" "$EPORT" "$VPORT" "$SPORT"; do wait_port "$p" 20; done
   local front url ok i got out
-  for front in haproxy-http haproxy-tcp apache-prefork-file apache-prefork-proxy apache-event-file apache-event-proxy; do
+  for front in haproxy-http haproxy-tcp apache-prefork-file apache-prefork-proxy apache-event-file apache-event-proxy \
+    varnish squid; do
     case $front in
       haproxy-http) url="http://127.0.0.1:$HPORT" ;;
       haproxy-tcp) url="http://127.0.0.1:$TPORT" ;;
@@ -127,6 +157,8 @@ run_mode() {
       apache-prefork-proxy) url="http://127.0.0.1:$APORT/px" ;;
       apache-event-file) url="http://127.0.0.1:$EPORT" ;;
       apache-event-proxy) url="http://127.0.0.1:$EPORT/px" ;;
+      varnish) url="http://127.0.0.1:$VPORT" ;;
+      squid) url="http://127.0.0.1:$SPORT" ;;
     esac
     ok=0
     for i in $(seq 10); do
@@ -135,19 +167,20 @@ run_mode() {
     done
     out=$("${wrap[@]}" timeout 60 wrk -t2 -c20 -d2s "$url/64k" 2>&1;
           "${wrap[@]}" timeout 60 wrk -t2 -c20 -d2s -H "Connection: close" "$url/64k" 2>&1)
-    echo "$front intact=$ok/10 non2xx=$(sed -n 's/.*Non-2xx or 3xx responses: *\([0-9]*\).*/\1/p' <<<"$out" | awk '{s+=$1} END {print s+0}')"
+    # wrk prints its rate only for a run that ended: "wrk runs=2".
+    echo "$front intact=$ok/10 non2xx=$(sed -n 's/.*Non-2xx or 3xx responses: *\([0-9]*\).*/\1/p' <<<"$out" | awk '{s+=$1} END {print s+0}') wrk runs=$(grep -c 'Requests/sec' <<<"$out")"
     echo "  $mode $front wrk keepalive, close: $(grep 'Requests/sec' <<<"$out" | awk '{printf "%s ", $2}')" >&2
   done
-  kill "$hpid" 2>/dev/null
+  kill "$hpid" "$vpid" "$spid" 2>/dev/null
   kill -TERM "$(cat "$W/httpd-prefork.pid" 2>/dev/null)" "$(cat "$W/httpd-event.pid" 2>/dev/null)" 2>/dev/null
   kill -QUIT "$(cat "$W/nginx.pid" 2>/dev/null)" 2>/dev/null
-  for p in "$hpid" "$apid" "$epid" "$npid"; do timeout 20 tail --pid="$p" -f /dev/null; done
+  for p in "$hpid" "$apid" "$epid" "$npid" "$vpid" "$spid"; do timeout 20 tail --pid="$p" -f /dev/null; done
 }
 
 PLAIN=$(run_mode plain)
 log "plain TCP: $(tr '\n' ';' <<<"$PLAIN")"
 check "plain TCP: every download intact through every front, no non-2xx answer" \
-  [ "$(grep -c 'intact=10/10 non2xx=0$' <<<"$PLAIN")" = 6 ]
+  [ "$(grep -c 'intact=10/10 non2xx=0 wrk runs=2$' <<<"$PLAIN")" = 8 ]
 OUT=$(run_mode smc)
 log "smc_run: $(tr '\n' ';' <<<"$OUT")"
 check "smc_run: as over plain TCP, front by front ($(tr '\n' ';' <<<"$OUT"))" [ "$OUT" = "$PLAIN" ]
