@@ -239,17 +239,21 @@ int connect_plain(int fd, const struct sockaddr* addr, socklen_t len, smcr::Fall
 
 }  // namespace
 
+void smcr::preload::interpose::forget_number(int fd) {
+  smcr::preload::epoll_forget_fd(fd);
+  smcr::preload::epoll_settled(fd);
+  smcr::preload::own::forget(fd);
+  smcr::preload::late::forget(fd);
+  smcr::preload::exec_inherit::forget(fd);
+}
+
 int smcr::preload::interpose::close_number(int fd, int (*real_close)(int)) {
   if (refuse_own_fd(fd)) return -1;
   if ((fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting ||
        fd_table().kind(fd) == smcr::preload::kFdExecInherited) &&
       in_vfork_child())
     return real_close(fd);
-  smcr::preload::epoll_forget_fd(fd);
-  smcr::preload::epoll_settled(fd);
-  smcr::preload::own::forget(fd);
-  smcr::preload::late::forget(fd);
-  smcr::preload::exec_inherit::forget(fd);
+  forget_number(fd);
   if (fd_table().kind(fd) == smcr::preload::kFdAccepting && smcr::preload::close_accepting(fd, real_close)) return 0;
   if (Connection* c = fd_table().take(fd)) {
     fd_table().set_kind(fd, smcr::preload::kFdUnknown);

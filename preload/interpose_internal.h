@@ -126,6 +126,10 @@ inline bool refuse_own_fd(int fd) {
   return true;
 }
 
+// What the shim follows about a number the application is about to lose
+// (close(), or dup2/dup3 onto it): its epoll registrations, an own
+// listener's, a late connect's, an inherited pair's.
+void forget_number(int fd);
 // The application's close(fd), with `real_close` for the number itself:
 // libc's close() for close(), the bare system call for syscall(SYS_close),
 // which is not a cancellation point (interpose_connect.cc).

@@ -433,11 +433,7 @@ int dup3(int oldfd, int newfd, int flags) {
   }
   if ((table_knows(oldfd) || table_knows(newfd)) && in_vfork_child()) return real_dup3(oldfd, newfd, flags);
   DupRef c(oldfd);
-  smcr::preload::epoll_forget_fd(newfd);
-  smcr::preload::epoll_settled(newfd);
-  smcr::preload::own::forget(newfd);
-  smcr::preload::late::forget(newfd);
-  smcr::preload::exec_inherit::forget(newfd);
+  forget_number(newfd);
   // dup2/dup3 over an SMC-R fd closes that connection's fd first.
   if (fd_table().kind(newfd) == smcr::preload::kFdAccepting)
     smcr::preload::close_accepting(newfd, [](int) { return 0; });  // dup3 below replaces it

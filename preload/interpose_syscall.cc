@@ -20,13 +20,12 @@
 #include <unistd.h>
 
 #include "core/raw_syscall.h"
+#include "core/sys.h"
 #include "preload/interpose_internal.h"
 
 using namespace smcr::preload::interpose;
 
 namespace {
-
-int close_without_cancellation(int fd) { return static_cast<int>(smcr::sys::raw_syscall(SYS_close, fd)); }
 
 template <typename T>
 T* ptr(long v) {
@@ -85,7 +84,8 @@ __attribute__((no_sanitize("address"))) long syscall(long number, ...) {
   }
   switch (number) {
     case SYS_close:
-      return close_number(fd, close_without_cancellation);
+      // The bare system call closes the number: no cancellation point.
+      return close_number(fd, smcr::sys::close);
     case SYS_close_range:
       return close_range(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]));
     case SYS_dup:
