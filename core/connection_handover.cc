@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <linux/sockios.h>
 #include <unistd.h>
 
@@ -192,6 +193,9 @@ bool Connection::hand_over_locked() {
   // A holder learns of data by the readiness socket from now on: no parking.
   ready_.deferral = nullptr;
   unpark_locked();
+  // A program exec'd by a holder asks for the connection by this socket.
+  struct stat app_st {};
+  uint64_t app_ino = sys::fstat(app_.fd, &app_st) == 0 ? app_st.st_ino : 0;
   sys::close(app_.fd);
   app_.fd = -1;
   // Still open elsewhere? With every other copy closed the engine end hangs up.
@@ -200,11 +204,11 @@ bool Connection::hand_over_locked() {
   move_.relayed = true;
   // A holder that already asked for it (its call waits) keeps its claim.
   handoff::transition(handoff_, handoff::kOwned, handoff::kOffered);
-  if (!handoff::start_handover(this, {app_.engine_end, tcp_fd_, mem_.peer_bell_fd})) {
+  if (!handoff::start_handover(this, {app_.engine_end, tcp_fd_, mem_.peer_bell_fd}, app_ino)) {
     move_.relayed = false;
     return false;
   }
-  SMCR_LOG(1, "conn %08x: offered to the forked processes that hold it", local_token_);
+  SMCR_LOG(1, "conn %08x: offered to the forked processes that hold it (socket %llu)", local_token_, static_cast<unsigned long long>(app_ino));
   return true;
 }
 

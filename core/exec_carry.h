@@ -80,6 +80,13 @@ struct Header {
 // asks "relay <inode>" and gets kReplyTcp with the TCP socket of the relay
 // the owner starts.
 inline constexpr char kTakeVariable[] = "SMCR_EXEC_TAKE";
+// A program exec'd by a forked child, whose parent still held the
+// connection at the exec (git's run-command and CPython's fork path wait
+// for the exec before they close their copy; a program that never uses an
+// inherited descriptor): SMCR_EXEC_PENDING=<pid>:<inode>,...[;<pid>:...]
+// names the owners and the inodes, and the program asks for each ("take",
+// as above) on the first call that uses one of its numbers, not before.
+inline constexpr char kPendingVariable[] = "SMCR_EXEC_PENDING";
 inline constexpr char kReplyRecord = 'c';
 inline constexpr char kReplyWait = 'w';
 inline constexpr char kReplyTcp = 't';

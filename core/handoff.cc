@@ -69,6 +69,17 @@ std::vector<std::atomic<uint32_t>*>& offers() SMCR_REQUIRES(g_mu) {
   return *v;
 }
 std::atomic<bool> g_exiting{false};
+// The offers whose holders' application socket is known, by its inode: a
+// program exec'd by a forked child asks for its connection by it.
+struct OfferedApp {
+  std::atomic<uint32_t>* word;
+  Connection* conn;  // the handover thread's reference keeps it
+  uint64_t ino;
+};
+std::vector<OfferedApp>& offered_apps() SMCR_REQUIRES(g_mu) {
+  static auto* v = new std::vector<OfferedApp>;
+  return *v;
+}
 
 // The descriptors of the relays running in this process (under g_mu). An
 // accept-then-fork server forks again while earlier children are relayed
@@ -105,6 +116,7 @@ void close_relayed_in_child() SMCR_REQUIRES(g_mu) {
   }
   held().clear();  // no relay runs here: threads do not survive fork
   offers().clear();
+  offered_apps().clear();
   g_passed_offers.store(0);  // the parent's, whose threads did not come along
   g_open_offers.store(0);
   g_exiting.store(false);
@@ -461,6 +473,7 @@ struct HandoverArgs {
 void forget_offer(std::atomic<uint32_t>* w) {
   MutexLock lock(g_mu);
   g_open_offers.fetch_sub(static_cast<int>(std::erase(offers(), w)));
+  std::erase_if(offered_apps(), [w](const OfferedApp& o) { return o.word == w; });
 }
 
 // How often an offer nobody claims checks whether its holders are gone.
@@ -525,7 +538,21 @@ void handover(const HandoverArgs& a) {
 
 }  // namespace
 
-bool start_handover(Connection* c, std::initializer_list<int> held) {
+Connection* offered_connection(uint64_t ino) {
+  if (ino == 0) return nullptr;
+  MutexLock lock(g_mu);
+  for (const OfferedApp& o : offered_apps())
+    if (o.ino == ino && o.conn->try_ref()) return o.conn;
+  return nullptr;
+}
+
+pid_t owner_pid(std::atomic<uint32_t>* s) {
+  if (!s) return 0;
+  pid_t pid = slot_of(s)->owner_pid.load(std::memory_order_relaxed);
+  return pid > 0 ? pid : 0;
+}
+
+bool start_handover(Connection* c, std::initializer_list<int> held, uint64_t app_ino) {
   HandoverArgs args{c};
   std::vector<int> fds(held);
   args.held = note_held(fds);
@@ -534,6 +561,7 @@ bool start_handover(Connection* c, std::initializer_list<int> held) {
   {
     MutexLock lock(g_mu);
     offers().push_back(c->handoff_word());
+    if (app_ino != 0) offered_apps().push_back({c->handoff_word(), c, app_ino});
     g_open_offers.fetch_add(1);
   }
   if (!workers::run([args] { handover(args); }, "smcr-handover")) {

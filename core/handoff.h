@@ -32,6 +32,8 @@
 #include <optional>
 #include <span>
 
+#include <sys/types.h>
+
 namespace smcr {
 
 class Connection;
@@ -115,7 +117,16 @@ uint64_t forks_made();
 // `c`, and ends with c->app_close() unless the connection was re-homed.
 // `held` are the connection's descriptors: they are closed in every child
 // forked while the thread runs, which could never use them.
-bool start_handover(Connection* c, std::initializer_list<int> held);
+// `app_ino`: the inode of the application's socket the holders have (0:
+// unknown), by which a program exec'd by a forked child asks for it
+// (offered_connection).
+bool start_handover(Connection* c, std::initializer_list<int> held, uint64_t app_ino = 0);
+// The connection offered (or being moved) whose holders' application socket
+// is inode `ino`, referenced, or null.
+Connection* offered_connection(uint64_t ino);
+// The pid of the process that allocated the word (the connection's owner),
+// or 0.
+pid_t owner_pid(std::atomic<uint32_t>* s);
 // A connection (Connection::relay_here) relayed from now on by a
 // thread of this process, while the application keeps its descriptors:
 // they are the relay's stream after the relay marker, which the caller

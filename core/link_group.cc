@@ -154,8 +154,9 @@ std::string LinkGroup::describe_all() {
   {
     MutexLock lock(g_registry_mu);
     for (LinkGroup* g : registry()) {
+      if (g->owner_generation_ != process_generation()) continue;  // the parent's: see farewell_at_exit
       MutexLock glock(g->mu_);
-      if (g->retired_ || g->owner_generation_ != process_generation()) continue;
+      if (g->retired_) continue;
       ++g->users_;
       groups.push_back(g);
     }
@@ -839,6 +840,10 @@ void LinkGroup::handle_llc(int slot, std::span<const uint8_t> msg) {
 
 void LinkGroup::farewell_at_exit(int timeout_ms) {
   auto ours = [](LinkGroup* g) {
+    // A group inherited from the parent is not ours, and its lock may have
+    // been taken by one of the parent's threads when it forked: never
+    // locked here (set once, before the group is registered).
+    if (g->owner_generation_ != process_generation()) return false;
     MutexLock glock(g->mu_);  // the engine thread retires groups
     return g->llc_version_ == llc::v2::kVersion && !g->shm() && g->owner_generation_ == process_generation() &&
            !g->failed_.load() && !g->retired_;

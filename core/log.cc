@@ -213,6 +213,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("rehomed_peer", c.rehomed_peer);
   f("exec_carried", c.exec_carried);
   f("exec_adopted", c.exec_adopted);
+  f("exec_pending", c.exec_pending);
   f("link_send_errors", c.link_send_errors);
   f("protocol_violations", c.protocol_violations);
 }
@@ -283,7 +284,7 @@ namespace {
 // connections over (adopted) made none itself.
 bool had_tcp_activity() {
   Counters& c = counters();
-  uint64_t activity = c.smc_active + c.smc_passive + c.adopted + c.exec_adopted;
+  uint64_t activity = c.smc_active + c.smc_passive + c.adopted + c.exec_adopted + c.exec_pending;
   for (auto& f : c.fallback) activity += f;
   return activity != 0;
 }

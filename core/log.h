@@ -84,6 +84,7 @@ struct Counters {
   std::atomic<uint64_t> rehomed_peer{0};  // connections the peer moved to another of its processes
   std::atomic<uint64_t> exec_carried{0};  // connections this process took along into a program it exec'd
   std::atomic<uint64_t> exec_adopted{0};  // ... and the new program took over (both in the same file: same pid)
+  std::atomic<uint64_t> exec_pending{0};  // connections a forked child's exec left to this program to take on first use
   std::atomic<uint64_t> link_send_errors{0};
   std::atomic<int> last_link_send_errno{0};
   std::atomic<uint64_t> protocol_violations{0};

@@ -214,9 +214,12 @@ int tcp_for_passed(uint64_t ino) {
 void take_request(uint64_t ino, int fd, bool relay);
 
 // Takes `tcp` (or -1) and a reference to `conn` (or null).
+// From the start: a program a forked child exec'd asks for a connection
+// this process never passed (SMCR_EXEC_PENDING).
+[[maybe_unused]] const bool g_take_handlers_set =
+    (Engine::set_tcp_lookup(&tcp_for_passed), Engine::set_take_handler(&take_request), true);
+
 void remember_passed(uint64_t ino, int tcp, Connection* conn = nullptr) {
-  static const bool registered = (Engine::set_tcp_lookup(&tcp_for_passed), Engine::set_take_handler(&take_request), true);
-  (void)registered;
   Connection* evicted = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_passed_mu);
@@ -297,8 +300,29 @@ void take_request(uint64_t ino, int fd, bool relay) {
   Connection* c = passed_connection(ino);
   if (!c) {  // relayed (its TCP socket), or not ours
     int tcp = tcp_for_passed(ino);
-    reply(fd, tcp >= 0 ? smcr::exec_carry::kReplyTcp : smcr::exec_carry::kReplyNone, tcp);
-    return;
+    if (tcp >= 0) {
+      reply(fd, smcr::exec_carry::kReplyTcp, tcp);
+      return;
+    }
+    // A program a forked child exec'd while we held the connection, asking
+    // on its first use (SMCR_EXEC_PENDING): offered to it once we let go.
+    if (Connection* offered = handoff::offered_connection(ino)) {
+      offered->mark_passed();
+      remember_passed(ino, -1, offered);  // with our reference
+      c = passed_connection(ino);
+    } else if (!relay) {
+      auto held = connections_where([ino](int n, Connection* h) { return !h->foreign() && inode_of(n) == ino; });
+      bool ours = !held.empty();
+      for (auto& entry : held) entry.first->unref();
+      if (ours) {
+        reply(fd, smcr::exec_carry::kReplyWait, -1);
+        return;
+      }
+    }
+    if (!c) {
+      reply(fd, smcr::exec_carry::kReplyNone, -1);
+      return;
+    }
   }
   Connection::RemoteClaim claim = c->claim_remote(fd);
   c->unref();
@@ -404,7 +428,8 @@ int ask_tcp_socket(pid_t pid, uint64_t ino) {
 }  // namespace
 
 namespace {
-void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named);
+void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named,
+              int64_t give_up_at = INT64_MAX);
 }  // namespace
 
 void adopt_received(int via, int fd) {
@@ -463,10 +488,12 @@ void end_of_file_at(const std::vector<int>& numbers, bool named) {
 // Asks `owner` for the connection of the inherited stream `ino`, held here
 // at `numbers` (core/exec_carry.h), until it is ours, relayed, or not to be
 // had. An owner that still holds it is asked again until `relay_after`,
-// then told to relay it. `named`: the owner said the socket is one of its
+// then told to relay it, or until `give_up_at`, then the numbers read
+// end-of-file. `named`: the owner said the socket is one of its
 // connections' (SMCR_EXEC_TAKE); else it is any stream received over
 // SCM_RIGHTS, left as it is unless the owner knows it.
-void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named) {
+void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named,
+              int64_t give_up_at) {
   namespace ec = smcr::exec_carry;
   for (int round = 0;; ++round) {
     bool relay = sys::now_ms() > relay_after;
@@ -498,6 +525,12 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
     if (kind == ec::kReplyWait) {
       sys::close(s);
       close_fds();
+      if (sys::now_ms() > give_up_at) {
+        SMCR_LOG(0, "exec: pid %d still uses an inherited SMC-R connection this program uses too: it reads "
+                 "end-of-file here", static_cast<int>(owner));
+        end_of_file_at(numbers, named);
+        return;
+      }
       timespec ts{0, std::min(1 + round, 10) * 1000000L};
       nanosleep(&ts, nullptr);
       continue;
@@ -568,6 +601,109 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
   }
 }
 }  // namespace
+
+namespace {
+// Numbers inherited across a forked child's exec, taken on first use
+// (SMCR_EXEC_PENDING). Few; read without the lock only through the fd
+// table's kind.
+struct PendingTake {
+  int fd;
+  pid_t owner;
+  uint64_t ino;
+};
+std::vector<PendingTake>& pending_takes() {
+  static auto* v = new std::vector<PendingTake>;
+  return *v;
+}
+// Held across a take: one at a time, and a second caller on the same
+// socket finds it settled.
+std::mutex g_pending_mu;
+// How long a program's first use waits for the owner to let go of the
+// connection (an owner that waits for the exec closes its copy right after).
+constexpr int kPendingTakeWaitMs = 2000;
+}  // namespace
+
+void pending_from_environment() {
+  const char* v = ::getenv(smcr::exec_carry::kPendingVariable);
+  if (!v) return;
+  std::string value = v;
+  ::unsetenv(smcr::exec_carry::kPendingVariable);
+  std::vector<std::pair<pid_t, uint64_t>> named;  // (owner, inode)
+  for (const char* p = value.c_str(); *p;) {
+    char* end = nullptr;
+    long owner = std::strtol(p, &end, 10);
+    if (owner <= 0 || !end || *end != ':') break;
+    p = end + 1;
+    while (*p && *p != ';') {
+      uint64_t ino = std::strtoull(p, &end, 10);
+      if (end == p) break;
+      named.emplace_back(static_cast<pid_t>(owner), ino);
+      p = *end == ',' ? end + 1 : end;
+    }
+    if (*p != ';') break;
+    ++p;
+  }
+  if (named.empty()) return;
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  sys::for_each_open_fd([&](int fd) {
+    struct stat st {};
+    if (fd_table().kind(fd) != kFdUnknown || sys::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+    for (auto [owner, ino] : named)
+      if (ino == st.st_ino) {
+        bool first = std::none_of(pending_takes().begin(), pending_takes().end(),
+                                  [ino](const PendingTake& p) { return p.ino == ino; });
+        if (first) counters().exec_pending.fetch_add(1, std::memory_order_relaxed);
+        pending_takes().push_back({fd, owner, ino});
+        fd_table().set_kind(fd, kFdTakePending);
+        SMCR_LOG(1, "exec: fd %d is an SMC-R connection pid %d still held at the exec (socket %llu): taken on first use", fd,
+                 static_cast<int>(owner), static_cast<unsigned long long>(ino));
+        return;
+      }
+  });
+}
+
+void settle_pending(int fd) {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  if (fd_table().kind(fd) != kFdTakePending) return;  // settled meanwhile
+  auto& all = pending_takes();
+  auto it = std::find_if(all.begin(), all.end(), [fd](const PendingTake& p) { return p.fd == fd; });
+  if (it == all.end()) {
+    fd_table().set_kind(fd, kFdUnknown);
+    return;
+  }
+  pid_t owner = it->owner;
+  uint64_t ino = it->ino;
+  std::vector<int> numbers;
+  for (const PendingTake& p : all)
+    if (p.ino == ino) {
+      numbers.push_back(p.fd);
+      fd_table().set_kind(p.fd, kFdUnknown);
+    }
+  std::erase_if(all, [ino](const PendingTake& p) { return p.ino == ino; });
+  take_one(owner, ino, numbers, INT64_MAX, true, sys::now_ms() + kPendingTakeWaitMs);
+}
+
+std::string pending_variable_for(std::vector<std::pair<pid_t, uint64_t>> pending) {
+  if (pending.empty()) return {};
+  std::sort(pending.begin(), pending.end());
+  pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+  std::string v = std::string(smcr::exec_carry::kPendingVariable) + "=";
+  for (size_t i = 0; i < pending.size(); ++i) {
+    bool same_owner = i > 0 && pending[i].first == pending[i - 1].first;
+    if (!same_owner) v += std::to_string(pending[i].first) + ":";
+    v += std::to_string(pending[i].second);
+    v += i + 1 < pending.size() ? (pending[i + 1].first == pending[i].first ? "," : ";") : ";";
+  }
+  return v;
+}
+
+void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending) {
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  for (const PendingTake& p : pending_takes()) {
+    int flags = sys::fcntl(p.fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) pending->emplace_back(p.owner, p.ino);
+  }
+}
 
 void take_from_environment() {
   const char* v = ::getenv(smcr::exec_carry::kTakeVariable);
@@ -655,6 +791,12 @@ int tcp_fd(int fd) {
 }
 
 void forget(int fd) {
+  if (fd_table().kind(fd) == kFdTakePending) {
+    std::lock_guard<std::mutex> lock(g_pending_mu);
+    std::erase_if(pending_takes(), [fd](const PendingTake& p) { return p.fd == fd; });
+    fd_table().set_kind(fd, kFdUnknown);
+    return;
+  }
   if (fd_table().kind(fd) != kFdExecInherited) return;
   std::lock_guard<std::mutex> lock(g_mu);
   for (Pair& p : g_pairs)
@@ -667,6 +809,17 @@ void forget(int fd) {
 }
 
 void duplicated(int from, int to) {
+  if (from != to && fd_table().kind(from) == kFdTakePending) {
+    forget(to);
+    std::lock_guard<std::mutex> lock(g_pending_mu);
+    for (const PendingTake& p : pending_takes())
+      if (p.fd == from) {
+        pending_takes().push_back({to, p.owner, p.ino});
+        fd_table().set_kind(to, kFdTakePending);
+        break;
+      }
+    return;
+  }
   if (from == to || fd_table().kind(from) != kFdExecInherited) return;
   forget(to);
   std::lock_guard<std::mutex> lock(g_mu);
@@ -708,17 +861,21 @@ char* const* environment_for_exec(char* const envp[], const std::vector<std::pai
     }
     if (!named_any) storage->variable.clear();
   }
-  if (storage->variable.empty() && storage->carry_variable.empty() && storage->take_variable.empty()) return envp;
+  if (storage->variable.empty() && storage->carry_variable.empty() && storage->take_variable.empty() &&
+      storage->pending_variable.empty())
+    return envp;
   auto named = [](const char* e, const char* name) {
     size_t len = std::strlen(name);
     return std::strncmp(e, name, len) == 0 && e[len] == '=';
   };
   for (char* const* e = envp; e && *e; ++e)
-    if (!named(*e, kVariable) && !named(*e, smcr::exec_carry::kVariable) && !named(*e, smcr::exec_carry::kTakeVariable))
+    if (!named(*e, kVariable) && !named(*e, smcr::exec_carry::kVariable) && !named(*e, smcr::exec_carry::kTakeVariable) &&
+        !named(*e, smcr::exec_carry::kPendingVariable))
       storage->envp.push_back(*e);
   if (!storage->variable.empty()) storage->envp.push_back(storage->variable.data());
   if (!storage->carry_variable.empty()) storage->envp.push_back(storage->carry_variable.data());
   if (!storage->take_variable.empty()) storage->envp.push_back(storage->take_variable.data());
+  if (!storage->pending_variable.empty()) storage->envp.push_back(storage->pending_variable.data());
   storage->envp.push_back(nullptr);
   return storage->envp.data();
 }

@@ -90,6 +90,19 @@ void adopt_received(int via, int fd);
 // program's environment (environment_for_exec).
 void relay_for_vfork_exec(std::vector<std::pair<int, int>>* pairs, bool program_takes, std::string* take_variable);
 
+// The numbers SMCR_EXEC_PENDING names (core/exec_carry.h) become
+// kFdTakePending, from the library's constructor.
+void pending_from_environment();
+// The first call that uses a kFdTakePending number: its connection is asked
+// for (waiting while its owner still holds it, up to a bound) and taken
+// over, or relayed by the owner; else the number reads end-of-file. Every
+// number of the same socket settles with it.
+void settle_pending(int fd);
+// SMCR_EXEC_PENDING=... naming (owner, inode) pairs, or empty.
+std::string pending_variable_for(std::vector<std::pair<pid_t, uint64_t>> pending);
+// The kFdTakePending numbers that survive an exec: (owner, inode), once each.
+void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending);
+
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);
 // The number was closed or replaced (close, dup2 over it).
@@ -114,6 +127,8 @@ struct ExecEnvironment {
   std::string carry_variable;
   // SMCR_EXEC_TAKE=... for the new program (empty: none).
   std::string take_variable;
+  // SMCR_EXEC_PENDING=... for the new program (empty: none).
+  std::string pending_variable;
 };
 char* const* environment_for_exec(char* const envp[], const std::vector<std::pair<int, int>>& pairs,
                                   ExecEnvironment* storage);

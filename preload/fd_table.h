@@ -19,6 +19,7 @@ enum FdKind : uint8_t {
   kFdAccepting = 5,    // accepted as SMC-R, the Confirm maybe not read yet (preload/takeover.h)
   kFdLateConnect = 6,  // a non-blocking connect() gave SMC-R up; a Decline may be owed (preload/late_connect.h)
   kFdExecInherited = 7,  // a handed-over connection inherited across exec (preload/exec_inherit.h)
+  kFdTakePending = 8,    // inherited across a forked child's exec, its owner's still: taken on first use (exec_inherit.h)
 };
 
 enum FdFlag : uint8_t {

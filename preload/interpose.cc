@@ -82,6 +82,7 @@ __attribute__((constructor(101))) void resolve_all() {
   smcr::preload::exec_inherit::adopt_from_environment();
   smcr::preload::exec_carry::adopt_from_environment();
   smcr::preload::exec_inherit::take_from_environment();
+  smcr::preload::exec_inherit::pending_from_environment();
   // A policy that does not parse: refuse to run rather than guess (smc_run
   // checks this before starting the program).
   std::string policy_error;

@@ -38,6 +38,7 @@
 
 #include "core/connection.h"
 #include "core/sys.h"
+#include "preload/exec_inherit.h"
 #include "preload/fd_table.h"
 #include "preload/late_connect.h"
 #include "preload/takeover.h"
@@ -171,6 +172,10 @@ struct ConnRef {
       if (!c && kind == smcr::preload::kFdAccepting)
         c = smcr::preload::await_accepting(fd, io_flags, &refused, write);
       else if (!c && kind == smcr::preload::kFdLateConnect) smcr::preload::late::settle(fd);
+      else if (!c && kind == smcr::preload::kFdTakePending) {
+        smcr::preload::exec_inherit::settle_pending(fd);
+        c = fd_table().get(fd);
+      }
     }
     if (c && c->foreign()) {
       bool uses_stream = claim || io_flags != kNotIo;

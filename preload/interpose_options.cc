@@ -58,6 +58,7 @@ void copy_fd_entry(int from, int to) {
 // The TCP socket of a connection this process inherited from its parent
 // (fork), or -1.
 int inherited_tcp_fd(int fd) {
+  if (fd_table().kind(fd) == smcr::preload::kFdTakePending) smcr::preload::exec_inherit::settle_pending(fd);
   if (!fd_table().has_conn(fd)) {  // or an accept relayed after a late fallback, or inherited across exec
     uint8_t kind = fd_table().kind(fd);
     if (kind == smcr::preload::kFdAccepting) return smcr::preload::accepting_tcp_fd(fd);
@@ -369,6 +370,7 @@ int getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
 // Addresses come from the TCP socket, for a connection handed over from the
 // parent too (its relayed stream socket has AF_UNIX addresses).
 static int tcp_fd_for_addresses(int fd) {
+  if (fd_table().kind(fd) == smcr::preload::kFdTakePending) smcr::preload::exec_inherit::settle_pending(fd);
   Connection* c = fd_table().get(fd);  // no handover wait: the TCP socket's either way
   if (!c && fd_table().kind(fd) == smcr::preload::kFdExecInherited) {
     int tcp = smcr::preload::exec_inherit::tcp_fd(fd);

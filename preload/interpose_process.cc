@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -74,6 +75,10 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
   using smcr::preload::exec_carry::NewProgram;
   std::optional<NewProgram> program;  // asked once there is a connection
   std::vector<std::pair<int, Connection*>> carry;  // referenced
+  // Connections the new program takes on first use, and those it inherits
+  // still pending from our own exec: (owner, inode of the socket).
+  std::vector<std::pair<pid_t, uint64_t>> pending;
+  smcr::preload::exec_inherit::surviving_pending(&pending);
   fd_table().for_each_conn([&](int fd) {
     Connection* c = fd_table().get(fd);
     if (!c) return;
@@ -85,6 +90,21 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
       return;
     }
     bool carriable = may_carry && c->exec_carriable() && *program == NewProgram::kWithShim;
+    // Our parent still holds it: as a rule it waits for this exec before it
+    // closes its copy (git's run-command, CPython's fork path), or goes on
+    // using it while the new program never will (a descriptor leaked into
+    // a helper). The program asks for it on its first use, when it has one:
+    // no wait here either way.
+    if (c->foreign() && may_carry && *program == NewProgram::kWithShim && c->handoff_word() &&
+        c->handoff_word()->load(std::memory_order_acquire) == smcr::handoff::kOwned) {
+      struct stat st {};
+      pid_t owner = smcr::handoff::owner_pid(c->handoff_word());
+      if (owner > 0 && smcr::sys::fstat(fd, &st) == 0) {
+        pending.emplace_back(owner, st.st_ino);
+        c->unref();
+        return;
+      }
+    }
     if (c->foreign()) {
       // Carried: ours first (re-homed to this process), then into the new
       // program. Otherwise the owner relays it to the new program.
@@ -125,6 +145,7 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
     c->unref();
   });
   if (!carry.empty()) smcr::preload::exec_carry::prepare(carry, env);
+  env->pending_variable = smcr::preload::exec_inherit::pending_variable_for(std::move(pending));
   return smcr::preload::exec_inherit::environment_for_exec(envp, handed_over, env);
 }
 

@@ -37,6 +37,8 @@ PKGS=(
   libpython3.11-testsuite
   # the JDK's HTTP server and client, NIO and blocking sockets (tests/apps/java_http_test.sh)
   openjdk-17-jdk-headless
+  # git daemon and clone: fork+exec with the connection held (tests/apps/git_test.sh)
+  git
 )
 
 export DEBIAN_FRONTEND=noninteractive

@@ -2,7 +2,9 @@
 # tests/integration/fork_test.sh and scripts/fork-stress.sh).
 #   fork_servers.py KIND PORT N [READY]
 # KIND: forkingmixin (socketserver.ForkingTCPServer), late_close, exit_early,
-# inetd_exec (dup2 onto 0/1 + exec cat), read_then_exec, killed,
+# inetd_exec (dup2 onto 0/1 + exec cat), exec_wait (the same, the parent
+# closing its copy only once the child's exec succeeded, as git's
+# run-command and CPython's fork path do), read_then_exec, killed,
 # inetd_killed, echo_child. Serves N connections, then waits for its children.
 import os, select, signal, socket, socketserver, sys, time
 kind, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -31,8 +33,10 @@ for i in range(n):
     # os._exit -- which it learns as end-of-file on a pipe whose write end
     # only the parent holds (closed by its close() below, or by its exit).
     if kind == "exit_early": let_go_r, let_go_w = os.pipe()
+    if kind == "exec_wait": exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
     if os.fork() == 0:
         l.close()
+        if kind == "exec_wait": os.close(exec_r)
         if kind == "exit_early":
             os.close(let_go_w)
             if not select.select([let_go_r], [], [], 30)[0]:
@@ -55,6 +59,8 @@ for i in range(n):
         os.dup2(c.fileno(), 0); os.dup2(c.fileno(), 1); c.close()
         os.execvp("cat", ["cat"])   # inetd-style: the program knows nothing of sockets
     if kind == "exit_early": os.close(let_go_r)
+    if kind == "exec_wait":   # end-of-file once the child's exec succeeded
+        os.close(exec_w); os.read(exec_r, 1); os.close(exec_r)
     # late_close: the subject of the case is a parent that closes its copy
     # late, while its child already uses the connection (the child's exec
     # waits for the handover), so this is a sleep, not a wait: nothing the

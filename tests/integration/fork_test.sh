@@ -155,7 +155,10 @@ handoff_run() {  # handoff_run plain|smc KIND -> HOUT (one line per client)
 # not use it (README, exec).
 # exit_early: the parent calls os._exit as soon as it has forked the last
 # child, which has not touched its connection yet.
-KINDS="forkingmixin late_close exit_early inetd_exec read_then_exec"
+# exec_wait: the parent closes its copy only once the child's exec
+# succeeded (git daemon); the program takes the connection on its first use.
+# Without carrying (the ASan build) it reads end-of-file (README, exec).
+KINDS="forkingmixin late_close exit_early inetd_exec exec_wait read_then_exec"
 [ ${#EXEC_CARRY[@]} -gt 0 ] && KINDS="forkingmixin late_close exit_early inetd_exec"
 for kind in $KINDS; do
   handoff_run plain "$kind"
@@ -186,10 +189,16 @@ for kind in $KINDS; do
   elif [ ${#EXEC_CARRY[@]} -gt 0 ]; then
     check "SMC-R $kind (ASan build, SMCR_EXEC_CARRY=0): the server relays each connection to its exec'd child ($(stat_sum handovers))" [ "$(stat_sum handovers)" = 4 ]
   else
-    # exec: the child takes the connection over, then carries it into the
-    # program it execs (core/exec_carry.h): no relay, no process between.
-    check "SMC-R $kind: each connection moved to its child and carried into the exec'd program, no relay ($(stat_sum rehomed) re-homed, $(stat_sum exec_carried) carried, $(stat_sum exec_adopted) taken over after exec, $(stat_sum handovers) relayed)" \
-      [ "$(stat_sum rehomed)" = 4 -a "$(stat_sum exec_carried)" = 4 -a "$(stat_sum exec_adopted)" = 4 -a "$(stat_sum handovers)" = 0 ]
+    # exec: the connection ends up in the program the child execs, no
+    # relay, no process between (core/exec_carry.h): moved to the child and
+    # carried across its exec when the parent let go before it (re-homed),
+    # or, when the parent still held it at the exec, asked for by the
+    # program on its first use and passed to it (SMCR_EXEC_PENDING).
+    check "SMC-R $kind: each connection carried into the exec'd program, no relay ($(stat_sum rehomed) re-homed first, $(stat_sum exec_carried) carried, $(stat_sum exec_adopted) taken over after exec, $(stat_sum handovers) relayed)" \
+      [ "$(stat_sum exec_carried)" = 4 -a "$(stat_sum exec_adopted)" = 4 -a "$(stat_sum handovers)" = 0 ]
+    [ "$kind" = exec_wait ] &&
+      check "SMC-R $kind: every program took its connection on first use, its parent still holding it at the exec ($(stat_sum exec_pending))" \
+        [ "$(stat_sum exec_pending)" = 4 ]
   fi
   check "SMC-R $kind: no connection was aborted ($(stat_sum aborts))" [ "$(stat_sum aborts)" = 0 ]
 done
