@@ -67,10 +67,6 @@ __attribute__((no_sanitize("address"))) long syscall(long number, ...) {
     case SYS_ioctl:
     case SYS_fcntl:
     case SYS_dup:
-#ifdef SYS_dup2
-    case SYS_dup2:
-#endif
-    case SYS_dup3:
     case SYS_shutdown:
     case SYS_getsockname:
     case SYS_getpeername:
@@ -79,6 +75,16 @@ __attribute__((no_sanitize("address"))) long syscall(long number, ...) {
       if (!table_knows(fd) && !smcr::sys::is_own_fd(fd))
         return smcr::sys::raw_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
       break;
+#ifdef SYS_dup2
+    case SYS_dup2:
+#endif
+    case SYS_dup3: {
+      // The target's too: a duplicate onto a connection's number closes it.
+      const int target = static_cast<int>(a[1]);
+      if (!table_knows(fd) && !smcr::sys::is_own_fd(fd) && !table_knows(target) && !smcr::sys::is_own_fd(target))
+        return smcr::sys::raw_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+      break;
+    }
     default:
       break;
   }

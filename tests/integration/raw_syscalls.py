@@ -15,6 +15,8 @@ The client (a forked child of the echo server):
     libc.so.6, past the shim, as a raw system call or io_uring would): the
     next socket() that gets the number still connects and echoes, and the
     old connection ends.
+  - dup_over: a pipe duplicated onto a connection's number with
+    syscall(SYS_dup3): the connection ends, the number is the pipe's.
 The server counts the connections whose end it saw. One line per step; the
 test compares them with plain TCP's and checks SMC-R from the counters.
 """
@@ -31,9 +33,9 @@ from sockutil import echo_until_eof, listen_local, recv_up_to
 N = 256 * 1024
 # x86_64 and aarch64 numbers (asm-generic for the latter).
 if os.uname().machine == "x86_64":
-    SYS_READ, SYS_WRITE, SYS_CLOSE, SYS_GETPEERNAME = 0, 1, 3, 52
+    SYS_READ, SYS_WRITE, SYS_CLOSE, SYS_GETPEERNAME, SYS_DUP3 = 0, 1, 3, 52, 292
 else:
-    SYS_READ, SYS_WRITE, SYS_CLOSE, SYS_GETPEERNAME = 63, 64, 57, 205
+    SYS_READ, SYS_WRITE, SYS_CLOSE, SYS_GETPEERNAME, SYS_DUP3 = 63, 64, 57, 205, 24
 
 
 def syscall_of(lib):
@@ -127,6 +129,25 @@ def client(port, ends):
     f.close()
     print("last: the server saw the end=%s" % saw_end(ends), flush=True)
 
+    # A descriptor the shim does not know duplicated onto a connection's
+    # number with syscall(): the connection is closed, the number is the
+    # pipe's (libc's write through the shim reaches the pipe).
+    g = socket.create_connection(("127.0.0.1", port))
+    echo_once(g)
+    gfd = g.detach()
+    r, w = os.pipe()
+    rc = app_syscall(SYS_DUP3, w, gfd, 0)
+    try:
+        written = os.write(gfd, b"pipe") == 4
+    except OSError:
+        written = False
+    ready = select.select([r], [], [], 2)[0]
+    got = os.read(r, 4) if ready else b""
+    print("dup_over: dup3 returned the number=%s, a write on it reaches the pipe=%s, the server saw the connection end=%s"
+          % (rc == gfd, written and got == b"pipe", saw_end(ends)), flush=True)
+    for n in (gfd, r, w):
+        os.close(n)
+
 
 def main(port):
     listener = listen_local(port, 8)
@@ -141,7 +162,7 @@ def main(port):
             print("client failed: %r" % e, flush=True)
         os._exit(0)
     os.close(ends)
-    for _ in range(4):
+    for _ in range(5):
         s, _ = listener.accept()
 
         def serve(sock=s):

@@ -14,12 +14,12 @@ PY="$SMCR_SOURCE_DIR/tests/integration/raw_syscalls.py"
 
 PLAIN=$(timeout 120 python3 "$PY" "$(free_port)" 2>&1)
 check "plain TCP: every echo intact, every end seen ($(tr '\n' ';' <<<"$PLAIN"))" \
-  bash -c '[ "$(grep -c "=True" <<<"$1")" = 4 ] && ! grep -q "=False\|failed" <<<"$1"' _ "$PLAIN"
+  bash -c '[ "$(grep -c "=True" <<<"$1")" = 5 ] && ! grep -q "=False\|failed" <<<"$1"' _ "$PLAIN"
 reset_stats
 OUT=$(SMCR_SHORT_FLOWS=0 under_smc timeout 120 python3 "$PY" "$(free_port)" 2>&1)
 check "SMC-R: every line as over plain TCP ($(tr '\n' ';' <<<"$OUT"))" [ "$OUT" = "$PLAIN" ]
-check "SMC-R: all four connections SMC-R (active $(stat_sum smc_active), passive $(stat_sum smc_passive), fallbacks $(fallback_summary))" \
-  [ "$(stat_sum smc_active)" = 4 -a "$(stat_sum smc_passive)" = 4 -a "$(stat_sum fallback_total)" = 0 ]
+check "SMC-R: all five connections SMC-R (active $(stat_sum smc_active), passive $(stat_sum smc_passive), fallbacks $(fallback_summary))" \
+  [ "$(stat_sum smc_active)" = 5 -a "$(stat_sum smc_passive)" = 5 -a "$(stat_sum fallback_total)" = 0 ]
 
 if command -v node >/dev/null; then
   JS="$SMCR_SOURCE_DIR/tests/integration/node_http.js"
