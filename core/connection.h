@@ -190,6 +190,10 @@ class Connection {
   // --- a program spawned from here takes it over (core/exec_carry.h, "take") ---
   // Whether it could be: ours, shm, both memfds kept, not ended.
   bool passable();
+  // No application thread of this process waits inside a call on it (a
+  // blocking read or write): nothing would be caught halfway if its
+  // numbers turned into a relay's stream now.
+  bool no_call_waiting();
   // A program spawned from here holds its socket and will ask for it: the
   // application's last close offers it (as with a forked child) instead of
   // closing it, and the memfds are kept.
@@ -817,6 +821,7 @@ class Connection {
     cdcmem::ReadySetSlot set_where;
     int set_bell_fd = -1;
     uint16_t readers_asleep = 0;   // blocking reads waiting on the fd (never parked meanwhile)
+    uint16_t writers_asleep = 0;   // blocking writes waiting for the peer's window
     uint32_t rd_owed = 0;          // doorbell bytes on (or on their way to) the readiness socket
     bool wr_filled = false, eof_signalled = false, reset_signalled = false;
     bool app_sndbuf_small = false;  // app end's send buffer set to its minimum (fill_readiness_socket)

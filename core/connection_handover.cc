@@ -473,6 +473,11 @@ bool Connection::passable() {
          !close_.released && !ready_.reset_signalled && app_.fd >= 0 && app_.engine_end >= 0 && tcp_fd_ >= 0;
 }
 
+bool Connection::no_call_waiting() {
+  Hold lock(*this);
+  return ready_.readers_asleep == 0 && ready_.writers_asleep == 0 && !ready_.parked && !ready_.deferral;
+}
+
 Connection::RemoteClaim Connection::claim_remote(int fd) {
   if (!mu_.try_lock()) return RemoteClaim::kHeld;
   Hold lock(*this, std::adopt_lock);
@@ -601,7 +606,7 @@ bool Connection::adopt_rehomed(int marker_wait_ms) {
   ready_.deferral = nullptr;
   ready_.deferral_key = -1;
   ready_.parked = ready_.in_reader = false;
-  ready_.readers_asleep = 0;
+  ready_.readers_asleep = ready_.writers_asleep = 0;
   spin_backoff_.reset();
   window_backoff_.reset();
   move_.relayed = false;

@@ -221,10 +221,12 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     if (timeout == 0) {
       return done_or_eagain(done);
     }
+    ++ready_.writers_asleep;
     lock.unlock();
     int r = wait_fd(fd, POLLOUT, timeout);
     int saved = errno;
     lock.lock();
+    --ready_.writers_asleep;
     if (r < 0 && saved == EINTR && !done && restart_after_signal(limit.timeout_ms())) continue;
     if (r == 0 || (r < 0 && saved == EINTR)) {
       if (done) return static_cast<ssize_t>(done);

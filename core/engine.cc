@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
 #include <cstddef>
@@ -215,19 +216,32 @@ std::atomic<void (*)(uint64_t, int, bool)> g_take_handler{nullptr};
 // byte alone. "take <inode>" / "relay <inode>": a program spawned from here
 // asks for a connection it inherited (core/exec_carry.h), answered by the
 // take handler. True when the request was one of these.
-bool answer_tcp_request(int fd) {
+// `same_user`: the client runs as our user (or root). Another user's (a
+// CGI program a root server's child runs as nobody) may only ask for the
+// connection of a socket it holds: it sends that socket along.
+bool answer_tcp_request(int fd, bool same_user) {
   char req[48];
   pollfd p{fd, POLLIN, 0};
   // A client that sends nothing (an older smcr_stat) waits this long more.
   if (sys::poll(&p, 1, 20) <= 0) return false;
   // Read (not peeked): a request left unread would make our close a reset.
-  ssize_t n = sys::recv(fd, req, sizeof req - 1, MSG_DONTWAIT);
-  if (n < 5) return false;
+  int proof = -1;
+  ssize_t n = sys::recv_with_fd(fd, req, sizeof req - 1, &proof, MSG_DONTWAIT);
+  if (n < 5) {
+    if (proof >= 0) sys::close(proof);
+    return false;
+  }
   req[n] = '\0';
   bool take = std::memcmp(req, "take ", 5) == 0, relay = n > 6 && std::memcmp(req, "relay ", 6) == 0;
   if (take || relay) {
     auto handler = g_take_handler.load(std::memory_order_acquire);
     uint64_t ino = std::strtoull(req + (take ? 5 : 6), nullptr, 10);
+    if (!same_user) {
+      struct stat st {};
+      bool holds = proof >= 0 && sys::fstat(proof, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino;
+      if (!holds) handler = nullptr;
+    }
+    if (proof >= 0) sys::close(proof);
     if (handler) {
       handler(ino, fd, relay);
     } else {
@@ -236,7 +250,8 @@ bool answer_tcp_request(int fd) {
     }
     return true;
   }
-  if (std::memcmp(req, "tcp ", 4) != 0) return false;
+  if (proof >= 0) sys::close(proof);
+  if (!same_user || std::memcmp(req, "tcp ", 4) != 0) return false;
   auto lookup = g_tcp_lookup.load(std::memory_order_acquire);
   int tcp = lookup ? lookup(std::strtoull(req + 4, nullptr, 10)) : -1;
   char byte = tcp >= 0 ? 't' : '-';
@@ -251,11 +266,12 @@ void serve_diagnostics(int listen_fd) {
     if (fd < 0) return;
     ucred cred{};
     socklen_t len = sizeof cred;
-    if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != getuid())) {
+    if (sys::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
       sys::close(fd);
       continue;
     }
-    if (answer_tcp_request(fd)) {
+    bool same_user = cred.uid == 0 || cred.uid == getuid();
+    if (answer_tcp_request(fd, same_user) || !same_user) {
       sys::close(fd);
       continue;
     }

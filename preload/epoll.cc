@@ -1578,6 +1578,8 @@ void epoll_settled(int fd) {
   if (early_registry().erase(fd)) g_early_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
+bool epoll_answers_for(int fd) { return tracked(fd) && g_registered_in[fd].load(std::memory_order_relaxed) != 0; }
+
 void epoll_forget_fd(int fd) {
   forget_early_set(fd);
   if (!tracked(fd)) return;

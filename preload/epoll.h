@@ -48,6 +48,9 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
 // close(fd), before the fd number is reused: an epoll set's, or an SMC-R fd
 // registered in one.
 void epoll_forget_fd(int fd);
+// Whether `fd` is one of an epoll set's SMC-R members the shim answers for
+// itself (its registration is not the kernel's).
+bool epoll_answers_for(int fd);
 // The verbs links a poll or select waits on (one SMC-R fd per link, a
 // few): the waiting thread polls their receive queues before it sleeps, as
 // epoll_wait does (poll_probed_links).

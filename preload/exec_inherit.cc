@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "core/sys.h"
 #include "preload/dup3_retry.h"
+#include "preload/epoll.h"
 #include "preload/exec_carry.h"
 #include "preload/fd_table.h"
 #include "preload/unix_peer.h"
@@ -310,12 +311,25 @@ void take_request(uint64_t ino, int fd, bool relay) {
       offered->mark_passed();
       remember_passed(ino, -1, offered);  // with our reference
       c = passed_connection(ino);
-    } else if (!relay) {
+    } else {
       auto held = connections_where([ino](int n, Connection* h) { return !h->foreign() && inode_of(n) == ino; });
-      bool ours = !held.empty();
-      for (auto& entry : held) entry.first->unref();
-      if (ours) {
-        reply(fd, smcr::exec_carry::kReplyWait, -1);
+      if (!held.empty()) {
+        // Still held here. Once the program has waited a while, relayed in
+        // place, if nothing of ours is inside a call on it (a CGI server
+        // waiting for its script; not a thread reading it, which would
+        // lose bytes to the relay: git clone's sideband reader).
+        bool idle = relay && std::all_of(held.begin(), held.end(), [](auto& entry) {
+          return entry.first->no_call_waiting() &&
+                 std::none_of(entry.second.begin(), entry.second.end(), [](int n) { return epoll_answers_for(n); });
+        });
+        if (!idle) {
+          for (auto& entry : held) entry.first->unref();
+          reply(fd, smcr::exec_carry::kReplyWait, -1);
+          return;
+        }
+        relay_for_other_process(held, "a program a forked child exec'd uses it while this process holds it", true);
+        int tcp = tcp_for_passed(ino);
+        reply(fd, tcp >= 0 ? smcr::exec_carry::kReplyTcp : smcr::exec_carry::kReplyNone, tcp);
         return;
       }
     }
@@ -340,8 +354,12 @@ void take_request(uint64_t ino, int fd, bool relay) {
     return;
   }
   // This process keeps using it: relayed here, as before there was a take.
-  forget_passed_connection(ino);
   auto conns = connections_where([ino](int n, Connection* held) { return !held->foreign() && inode_of(n) == ino; });
+  if (conns.empty()) {  // not held here any more (offered, busy a moment): asked again
+    reply(fd, smcr::exec_carry::kReplyWait, -1);
+    return;
+  }
+  forget_passed_connection(ino);
   relay_for_other_process(conns, "a program spawned from here uses it while this process does", true);
   int tcp = tcp_for_passed(ino);
   reply(fd, tcp >= 0 ? smcr::exec_carry::kReplyTcp : smcr::exec_carry::kReplyNone, tcp);
@@ -430,6 +448,7 @@ int ask_tcp_socket(pid_t pid, uint64_t ino) {
 namespace {
 void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named,
               int64_t give_up_at = INT64_MAX);
+constexpr int kOwnerClosingMs = 200;
 }  // namespace
 
 void adopt_received(int via, int fd) {
@@ -495,6 +514,10 @@ void end_of_file_at(const std::vector<int>& numbers, bool named) {
 void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_t relay_after, bool named,
               int64_t give_up_at) {
   namespace ec = smcr::exec_carry;
+  // An owner in the middle of closing its copy has the connection in
+  // neither its table nor its offers for a moment: "none" is believed
+  // after this long.
+  const int64_t none_believed_after = sys::now_ms() + kOwnerClosingMs;
   for (int round = 0;; ++round) {
     bool relay = sys::now_ms() > relay_after;
     int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -511,17 +534,23 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
       count = 0;
     };
     pollfd p{s, POLLIN, 0};
-    if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) != 0 ||
-        sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) != rl || sys::poll(&p, 1, 3000) <= 0 ||
-        sys::recv_with_fds(s, &kind, 1, fds, sys::kMaxPassedFds, &count, MSG_DONTWAIT) != 1) {
+    const char* step = "connect";
+    bool answered = sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
+                    // With the socket itself: the owner may run as another user (a CGI program runs as nobody).
+                    (step = "send", sys::sendmsg_with_fd(s, req, static_cast<size_t>(rl), numbers[0], MSG_NOSIGNAL) == rl) &&
+                    (step = "wait", sys::poll(&p, 1, 3000) > 0) &&
+                    (step = "receive", sys::recv_with_fds(s, &kind, 1, fds, sys::kMaxPassedFds, &count, MSG_DONTWAIT) == 1);
+    if (!answered) {
+      int err = errno;
       if (named)
         SMCR_LOG(0, "exec: the process that started this program (pid %d) did not answer for an inherited SMC-R "
-                 "connection: it reads end-of-file here", static_cast<int>(owner));
+                 "connection (%s: %s): it reads end-of-file here", static_cast<int>(owner), step, strerror(err));
       sys::close(s);
       close_fds();
       end_of_file_at(numbers, named);
       return;
     }
+    if (kind == ec::kReplyNone && count == 0 && named && sys::now_ms() < none_believed_after) kind = ec::kReplyWait;
     if (kind == ec::kReplyWait) {
       sys::close(s);
       close_fds();
@@ -621,6 +650,11 @@ std::mutex g_pending_mu;
 // How long a program's first use waits for the owner to let go of the
 // connection (an owner that waits for the exec closes its copy right after).
 constexpr int kPendingTakeWaitMs = 2000;
+// A spawned program's bound on an owner that keeps answering "wait".
+constexpr int kTakeGiveUpMs = 10000;
+// After this long the program asks the owner to relay it instead, which
+// it does while none of its own threads waits inside a call on it.
+constexpr int kPendingRelayAfterMs = 250;
 }  // namespace
 
 void pending_from_environment() {
@@ -680,7 +714,8 @@ void settle_pending(int fd) {
       fd_table().set_kind(p.fd, kFdUnknown);
     }
   std::erase_if(all, [ino](const PendingTake& p) { return p.ino == ino; });
-  take_one(owner, ino, numbers, INT64_MAX, true, sys::now_ms() + kPendingTakeWaitMs);
+  int64_t now = sys::now_ms();
+  take_one(owner, ino, numbers, now + kPendingRelayAfterMs, true, now + kPendingTakeWaitMs);
 }
 
 std::string pending_variable_for(std::vector<std::pair<pid_t, uint64_t>> pending) {
@@ -731,7 +766,8 @@ void take_from_environment() {
   });
   int64_t relay_after = sys::now_ms() + kHeldWaitMs;
   for (size_t i = 0; i < inodes.size(); ++i)
-    if (!numbers[i].empty()) take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after, true);
+    if (!numbers[i].empty())
+      take_one(static_cast<pid_t>(owner), inodes[i], numbers[i], relay_after, true, relay_after + kTakeGiveUpMs);
 }
 
 namespace {

@@ -4,7 +4,9 @@
 # KIND: forkingmixin (socketserver.ForkingTCPServer), late_close, exit_early,
 # inetd_exec (dup2 onto 0/1 + exec cat), exec_wait (the same, the parent
 # closing its copy only once the child's exec succeeded, as git's
-# run-command and CPython's fork path do), read_then_exec, killed,
+# run-command and CPython's fork path do), exec_hold (the same, the parent
+# holding its copy until the program ends and the child running it as
+# nobody, as CGIHTTPRequestHandler does), read_then_exec, killed,
 # inetd_killed, echo_child. Serves N connections, then waits for its children.
 import os, select, signal, socket, socketserver, sys, time
 kind, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -34,9 +36,12 @@ for i in range(n):
     # only the parent holds (closed by its close() below, or by its exit).
     if kind == "exit_early": let_go_r, let_go_w = os.pipe()
     if kind == "exec_wait": exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         l.close()
         if kind == "exec_wait": os.close(exec_r)
+        # A CGI server's child runs its program as nobody.
+        if kind == "exec_hold" and os.getuid() == 0: os.setgid(65534); os.setuid(65534)
         if kind == "exit_early":
             os.close(let_go_w)
             if not select.select([let_go_r], [], [], 30)[0]:
@@ -61,11 +66,15 @@ for i in range(n):
     if kind == "exit_early": os.close(let_go_r)
     if kind == "exec_wait":   # end-of-file once the child's exec succeeded
         os.close(exec_w); os.read(exec_r, 1); os.close(exec_r)
+    if kind == "exec_hold":   # a CGI server: its copy held until the program ends
+        try: os.waitpid(pid, 0)
+        except ChildProcessError: pass   # SIGCHLD ignored: reaped, waited for all the same
     # late_close: the subject of the case is a parent that closes its copy
-    # late, while its child already uses the connection (the child's exec
-    # waits for the handover), so this is a sleep, not a wait: nothing the
-    # parent can see says the child is waiting.
-    if kind == "late_close": time.sleep(0.3)
+    # late, while the program its child exec'd already uses the connection
+    # (its first read waits for the handover, up to 250 ms before it asks
+    # the parent to relay instead), so this is a sleep, not a wait: nothing
+    # the parent can see says the program is waiting.
+    if kind == "late_close": time.sleep(0.1)
     c.close()
     if kind == "exit_early" and i < n - 1: os.close(let_go_w)   # the last one's closes with the _exit
 if kind == "exit_early": os._exit(0)   # no destructor: _exit re-homes the unclaimed offer
