@@ -55,7 +55,10 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds);
 // gets it once this process has closed its own numbers), named in
 // *take_variable; the others are relayed (relay_numbers), so that it reads
 // and writes the peer's bytes, as it would a TCP socket's. Returns how many.
-int relay_for_spawn(bool program_takes, std::string* take_variable);
+// `dup_sources`: numbers posix_spawn's file actions duplicate into the
+// program, close-on-exec or not.
+int relay_for_spawn(bool program_takes, std::string* take_variable, std::string* pending_variable,
+                    const std::vector<int>& dup_sources);
 // SMCR_EXEC_TAKE=<owner>:<inode>,...
 std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes);
 // At load, before main(): takes over the connections SMCR_EXEC_TAKE names

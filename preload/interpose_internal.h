@@ -76,7 +76,8 @@ F resolve(const char* name) {
   X(setsockopt) X(getsockopt) X(getsockname) X(getpeername) X(dup) X(dup3) X(sendfile) X(splice)      \
   X(recvmmsg) X(sendmmsg) X(execve) X(execvpe) X(fexecve) X(epoll_ctl) X(epoll_pwait) \
   X(poll) X(ppoll) X(select) X(pselect) X(fdopen) X(vdprintf) X(fork) X(posix_spawn) X(posix_spawnp) \
-  X(system) X(popen)
+  X(system) X(popen) X(posix_spawn_file_actions_init) X(posix_spawn_file_actions_destroy)       \
+  X(posix_spawn_file_actions_adddup2)
 
 // libc marks some of these with attributes (nonnull, warn_unused_result) that
 // do not belong to the pointer type; that is fine here.

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -169,8 +170,37 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
 // their TCP sockets, as an exec's would; `spawn(envp)` starts it. With
 // `swap_environ` (system, popen: they take `environ`) the process' environment
 // is the new one while it starts, only when there is something to name.
+// posix_spawn's file actions that duplicate an SMC-R connection's number
+// into the new program (posix_spawn_file_actions_adddup2: Rust's Command,
+// CPython's subprocess and os.posix_spawn with a socket as stdin/stdout):
+// the program inherits the connection even from a close-on-exec number.
+// Few, and only while an actions object lives.
+struct SpawnDup {
+  const posix_spawn_file_actions_t* actions;
+  int fd;
+};
+std::mutex g_spawn_dups_mu;
+std::vector<SpawnDup>& spawn_dups() {
+  static auto* v = new std::vector<SpawnDup>;
+  return *v;
+}
+void forget_spawn_dups(const posix_spawn_file_actions_t* actions) {
+  std::lock_guard<std::mutex> lock(g_spawn_dups_mu);
+  std::erase_if(spawn_dups(), [actions](const SpawnDup& d) { return d.actions == actions; });
+}
+std::vector<int> spawn_dup_sources(const posix_spawn_file_actions_t* actions) {
+  std::vector<int> fds;
+  if (!actions) return fds;
+  std::lock_guard<std::mutex> lock(g_spawn_dups_mu);
+  for (const SpawnDup& d : spawn_dups())
+    if (d.actions == actions) fds.push_back(d.fd);
+  return fds;
+}
+
+// `dup_sources`: numbers the spawn's file actions duplicate into the program.
 template <typename Spawn>
-auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bool swap_environ, Spawn spawn) {
+auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bool swap_environ, Spawn spawn,
+                      const std::vector<int>& dup_sources = {}) {
   smcr::preload::exec_carry::before_fork();
   smcr::preload::epoll_before_exec();
   smcr::preload::settle_all_accepting();
@@ -183,7 +213,13 @@ auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bo
     // A spawn that will fail changes nothing.
     if (program != NewProgram::kMissing)
       smcr::preload::exec_inherit::relay_for_spawn(
-          program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env.take_variable);
+          program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env.take_variable,
+          &env.pending_variable, dup_sources);
+  }
+  if (env.pending_variable.empty()) {  // numbers still pending from our own exec go along
+    std::vector<std::pair<pid_t, uint64_t>> pending;
+    smcr::preload::exec_inherit::surviving_pending(&pending);
+    env.pending_variable = smcr::preload::exec_inherit::pending_variable_for(std::move(pending));
   }
   std::vector<std::pair<int, int>> pairs;  // these and earlier ones, as an exec names them
   smcr::preload::exec_inherit::surviving(&pairs);
@@ -245,15 +281,39 @@ pid_t fork() {
 int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawn);
-  return spawn_inheriting(path, false, envp, false,
-                          [&](char* const* e) { return real_posix_spawn(pid, path, actions, attr, argv, e); });
+  return spawn_inheriting(
+      path, false, envp, false, [&](char* const* e) { return real_posix_spawn(pid, path, actions, attr, argv, e); },
+      spawn_dup_sources(actions));
 }
 
 int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   REAL(posix_spawnp);
-  return spawn_inheriting(file, true, envp, false,
-                          [&](char* const* e) { return real_posix_spawnp(pid, file, actions, attr, argv, e); });
+  return spawn_inheriting(
+      file, true, envp, false, [&](char* const* e) { return real_posix_spawnp(pid, file, actions, attr, argv, e); },
+      spawn_dup_sources(actions));
+}
+
+int posix_spawn_file_actions_init(posix_spawn_file_actions_t* actions) {
+  REAL(posix_spawn_file_actions_init);
+  forget_spawn_dups(actions);  // the memory of an earlier object, maybe
+  return real_posix_spawn_file_actions_init(actions);
+}
+
+int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t* actions) {
+  REAL(posix_spawn_file_actions_destroy);
+  forget_spawn_dups(actions);
+  return real_posix_spawn_file_actions_destroy(actions);
+}
+
+int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd, int newfd) {
+  REAL(posix_spawn_file_actions_adddup2);
+  int rc = real_posix_spawn_file_actions_adddup2(actions, fd, newfd);
+  if (rc == 0 && fd != newfd && (fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting)) {
+    std::lock_guard<std::mutex> lock(g_spawn_dups_mu);
+    spawn_dups().push_back({actions, fd});
+  }
+  return rc;
 }
 
 int system(const char* command) {

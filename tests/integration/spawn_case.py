@@ -7,7 +7,7 @@ server writes its own line and closes.
   spawn_case.py server KIND PORT    serve one client
   spawn_case.py client PORT         prints ok=1 when both lines are right
   spawn_case.py worker FD           scm_rights' worker (FD: its Unix socket)
-  spawn_case.py server handoff_spawn|handoff_subprocess|handoff_scm|handoff_scm_named|handoff_scm_parent PORT
+  spawn_case.py server handoff_spawn|handoff_spawn_dup2|handoff_subprocess|handoff_scm|handoff_scm_named|handoff_scm_parent PORT
                                     start the program (or send the connection
                                     to a worker: a child, a process that is
                                     none, or the parent of the child that
@@ -150,6 +150,9 @@ def handoff(kind, port):
     elif kind == "handoff_spawn":
         os.set_inheritable(fd, True)
         os.posix_spawn(sys.executable, [sys.executable, "-c", echo_prog(fd)], os.environ)
+    elif kind == "handoff_spawn_dup2":  # close-on-exec, duplicated onto cat's 0 and 1 by the file actions
+        os.posix_spawn("/bin/cat", ["cat"], os.environ,
+                       file_actions=[(os.POSIX_SPAWN_DUP2, fd, 0), (os.POSIX_SPAWN_DUP2, fd, 1)])
     else:
         if kind == "handoff_used_subprocess":  # the server writes first (a CGI-style header)
             conn.sendall(str(conn.getpeername()[1]).encode() + b"\n")
@@ -275,7 +278,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "server":
         serve(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "client_stream":
-        client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] != "handoff_subprocess")
+        client_stream(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] not in ("handoff_subprocess", "handoff_spawn_dup2"))
     elif sys.argv[1] == "echo_worker_named":
         echo_worker_named(sys.argv[2])
     elif sys.argv[1] == "echo_worker":

@@ -47,7 +47,9 @@ for kind in system posix_spawn subprocess subprocess_stdio popen scm_rights; do
   check "SMC-R, $kind: relayed for the program (handovers=$(stat_sum handovers))" [ "$(stat_sum handovers)" -ge 1 ]
 done
 # A program that takes the connection over itself (it loads the shim): the
-# server starts it (posix_spawn of an echo program; subprocess with the
+# server starts it (posix_spawn of an echo program; posix_spawn of cat with
+# the connection duplicated onto its 0 and 1 by the spawn's file actions,
+# handoff_spawn_dup2, from a close-on-exec number; subprocess with the
 # connection as cat's stdin and stdout, a vfork child's exec) or sends the
 # connection to its worker over SCM_RIGHTS (a child it started before the
 # connection existed; a process started through a shell that exited, no
@@ -75,7 +77,7 @@ run_handoff() {
   log "$1 $2: client rc=$CRC, server rc=$SRC"
   sed 's/^/  /' <<<"$COUT"$'\n'"$(cat "$TEST_TMP/server.out")"
 }
-for kind in handoff_spawn handoff_subprocess handoff_used_subprocess handoff_scm handoff_used_scm handoff_scm_named handoff_scm_parent; do
+for kind in handoff_spawn handoff_spawn_dup2 handoff_subprocess handoff_used_subprocess handoff_scm handoff_used_scm handoff_scm_named handoff_scm_parent; do
   run_handoff plain "$kind"
   check "plain TCP, $kind: 16 MiB through the program after the server exited" [ "$CRC" = 0 -a "$SRC" = 0 ]
   run_handoff smc "$kind"
