@@ -401,7 +401,7 @@ int relay_for_spawn(bool program_takes, std::string* take_variable, std::string*
   // first use (SMCR_EXEC_PENDING), as after a fork's exec; nothing waits
   // here for a parent that may be waiting for us.
   std::vector<std::pair<pid_t, uint64_t>> pending;
-  surviving_pending(&pending);
+  surviving_pending(&pending, dup_sources);
   if (program_takes && smcr::preload::exec_carry::enabled())
     std::erase_if(conns, [&pending](auto& entry) {
       Connection* c = entry.first;
@@ -752,11 +752,12 @@ std::string pending_variable_for(std::vector<std::pair<pid_t, uint64_t>> pending
   return v;
 }
 
-void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending) {
+void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending, const std::vector<int>& dup_sources) {
   std::lock_guard<std::mutex> lock(g_pending_mu);
   for (const PendingTake& p : pending_takes()) {
     int flags = sys::fcntl(p.fd, F_GETFD);
-    if (flags >= 0 && !(flags & FD_CLOEXEC)) pending->emplace_back(p.owner, p.ino);
+    if ((flags >= 0 && !(flags & FD_CLOEXEC)) || std::find(dup_sources.begin(), dup_sources.end(), p.fd) != dup_sources.end())
+      pending->emplace_back(p.owner, p.ino);
   }
 }
 

@@ -103,8 +103,9 @@ void pending_from_environment();
 void settle_pending(int fd);
 // SMCR_EXEC_PENDING=... naming (owner, inode) pairs, or empty.
 std::string pending_variable_for(std::vector<std::pair<pid_t, uint64_t>> pending);
-// The kFdTakePending numbers that survive an exec: (owner, inode), once each.
-void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending);
+// The kFdTakePending numbers that survive an exec, or that posix_spawn's
+// file actions duplicate into the program (`dup_sources`): (owner, inode).
+void surviving_pending(std::vector<std::pair<pid_t, uint64_t>>* pending, const std::vector<int>& dup_sources = {});
 
 // The TCP socket behind an adopted descriptor, or -1.
 int tcp_fd(int fd);

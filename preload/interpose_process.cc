@@ -218,7 +218,7 @@ auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bo
   }
   if (env.pending_variable.empty()) {  // numbers still pending from our own exec go along
     std::vector<std::pair<pid_t, uint64_t>> pending;
-    smcr::preload::exec_inherit::surviving_pending(&pending);
+    smcr::preload::exec_inherit::surviving_pending(&pending, dup_sources);
     env.pending_variable = smcr::preload::exec_inherit::pending_variable_for(std::move(pending));
   }
   std::vector<std::pair<int, int>> pairs;  // these and earlier ones, as an exec names them
@@ -309,7 +309,9 @@ int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t* actions) {
 int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* actions, int fd, int newfd) {
   REAL(posix_spawn_file_actions_adddup2);
   int rc = real_posix_spawn_file_actions_adddup2(actions, fd, newfd);
-  if (rc == 0 && fd != newfd && (fd_table().has_conn(fd) || fd_table().kind(fd) == smcr::preload::kFdAccepting)) {
+  uint8_t kind = fd_table().kind(fd);
+  if (rc == 0 && fd != newfd &&
+      (fd_table().has_conn(fd) || kind == smcr::preload::kFdAccepting || kind == smcr::preload::kFdTakePending)) {
     std::lock_guard<std::mutex> lock(g_spawn_dups_mu);
     spawn_dups().push_back({actions, fd});
   }
