@@ -89,6 +89,11 @@ void Connection::close_memfds() {
 // How long a child's call on an inherited connection waits for the parent
 // to let go of it (accept-then-fork servers close their copy at once).
 constexpr int kHandoverWaitMs = 2000;
+// How long a holder's claim waits for the owner to let go before it asks the
+// owner to relay the connection it keeps (handoff::ask_owner_to_relay), and
+// again each time after: an accept-then-fork server closes its copy well
+// within this, and is re-homed.
+constexpr int kAskOwnerEveryMs = 500;
 // How long the owner waits for the peer's answer to a re-homing request.
 constexpr int kRehomeAnswerMs = 10000;
 // A dead owner's re-homing marker is in the readiness socket already, or
@@ -109,6 +114,7 @@ bool Connection::handed_over(bool claim) {
   if (handover_seen_.load(std::memory_order_acquire)) return true;
   if (!handoff_) return false;
   int64_t deadline = sys::now_ms() + kHandoverWaitMs;
+  int64_t ask_owner_at = sys::now_ms() + kAskOwnerEveryMs;
   for (;;) {
     auto s = static_cast<State>(handoff_->load(std::memory_order_acquire));
     int left = static_cast<int>(std::max<int64_t>(deadline - sys::now_ms(), 0));
@@ -138,6 +144,13 @@ bool Connection::handed_over(bool claim) {
       case kAdopting:
       case kRelayDraining:
         if (!claim || left == 0) return false;  // still someone else's
+        if ((s == kClaimDirect || s == kClaimExec) && sys::now_ms() >= ask_owner_at) {
+          ask_owner_at = sys::now_ms() + kAskOwnerEveryMs;
+          if (ask_owner_to_relay(handoff_, app_.fd)) {
+            SMCR_LOG(1, "conn %08x: its owner still uses it: relayed by the owner", local_token_);
+            continue;
+          }
+        }
         wait_while(handoff_, {s}, std::min(left, 100));  // in slices: a dying owner wakes nobody
         continue;
       case kRehomed:

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "core/connection.h"
+#include "core/engine.h"
+#include "core/exec_carry.h"
 #include "core/log.h"
 #include "core/mutex.h"
 #include "core/sys.h"
@@ -241,6 +243,29 @@ bool owner_gone(std::atomic<uint32_t>* s) {
   sys::close(fd);
   const char* end = n > 0 ? strrchr(stat, ')') : nullptr;
   return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+bool ask_owner_to_relay(std::atomic<uint32_t>* s, int app_end) {
+  pid_t pid = owner_pid(s);
+  struct stat st {};
+  if (pid <= 0 || app_end < 0 || sys::fstat(app_end, &st) != 0) return false;
+  int sock = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return false;
+  timeval tv{3, 0};  // the owner drains its copy first: quick, unless it is stuck
+  sys::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sys::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  socklen_t alen;
+  sockaddr_un a = Engine::diagnostics_address(pid, &alen);
+  char req[40];
+  int len = snprintf(req, sizeof req, "relay %llu\n", static_cast<unsigned long long>(st.st_ino));
+  char answer = 0;
+  int tcp = -1;
+  bool relayed = sys::connect(sock, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
+                 sys::sendmsg_with_fd(sock, req, static_cast<size_t>(len), app_end, MSG_NOSIGNAL) == len &&
+                 sys::recv_with_fd(sock, &answer, 1, &tcp, 0) == 1 && answer == exec_carry::kReplyTcp;
+  if (tcp >= 0) sys::close(tcp);  // ours came with the fork
+  sys::close(sock);
+  return relayed;
 }
 
 void publish(std::atomic<uint32_t>* s, State v) {

@@ -95,6 +95,14 @@ int drain_to_marker(int app_end, std::span<int> fds, int timeout_ms, char kind);
 // or a zombie. A holder that claimed the connection stops waiting for it.
 bool owner_gone(std::atomic<uint32_t>* s);
 
+// A forked holder whose claim its owner does not answer, because it still
+// holds the connection (rsync's client: the parent writes while its forked
+// receiver reads), asks the owner's engine to relay it ("relay <inode of
+// app_end>", with that socket as proof, as a spawned program asks:
+// core/exec_carry.h). The owner does when none of its threads waits inside
+// a call on it; the word then moves to kRelay. True when it answered so.
+bool ask_owner_to_relay(std::atomic<uint32_t>* s, int app_end);
+
 // The link message asking the peer to move a connection to the link whose
 // end comes with it (SCM_RIGHTS), and the peer's answer on the old link:
 // LLC's optional type range (RFC 7609 4.3.1), like the bell message.

@@ -142,10 +142,14 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds) {
     if (t && i > 0) t->unref();
   }
   // What the socket held before the relay's marker is readiness bytes (read
-  // past the table: the numbers are no connection's any more).
-  int marker[1] = {-1};
-  if (handoff::drain_to_marker(fds[0], marker, 2000, handoff::kRelayMarker) > 0) sys::close(marker[0]);
-  handoff::publish(c->handoff_word(), handoff::kRelayReady);
+  // past the table: the numbers are no connection's any more). A forked
+  // holder that claimed it may be draining it itself (Connection::handed_over).
+  std::atomic<uint32_t>* word = c->handoff_word();
+  if (!word || handoff::transition(word, handoff::kRelay, handoff::kRelayDraining)) {
+    int marker[1] = {-1};
+    if (handoff::drain_to_marker(fds[0], marker, 2000, handoff::kRelayMarker) > 0) sys::close(marker[0]);
+    handoff::publish(word, handoff::kRelayReady);
+  }
   if (tcp >= 0)
     for (int fd : fds) adopt_pair(fd, tcp);
   c->unref();
@@ -704,8 +708,9 @@ void pending_from_environment() {
     if (fd_table().kind(fd) != kFdUnknown || sys::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
     for (auto [owner, ino] : named)
       if (ino == st.st_ino) {
+        const uint64_t inode = ino;  // a structured binding: not capturable before C++20's P1091 (clang 15)
         bool first = std::none_of(pending_takes().begin(), pending_takes().end(),
-                                  [ino](const PendingTake& p) { return p.ino == ino; });
+                                  [inode](const PendingTake& p) { return p.ino == inode; });
         if (first) counters().exec_pending.fetch_add(1, std::memory_order_relaxed);
         pending_takes().push_back({fd, owner, ino});
         fd_table().set_kind(fd, kFdTakePending);

@@ -39,6 +39,8 @@ PKGS=(
   openjdk-17-jdk-headless
   # git daemon and clone: fork+exec with the connection held (tests/apps/git_test.sh)
   git
+  # rsync daemon and client: parent and child on one connection (tests/apps/rsync_test.sh)
+  rsync
 )
 
 export DEBIAN_FRONTEND=noninteractive
