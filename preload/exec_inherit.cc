@@ -391,8 +391,18 @@ void pass_or_relay(std::vector<std::pair<Connection*, std::vector<int>>>& conns,
 }
 }  // namespace
 
-int relay_for_spawn(bool program_takes, std::string* take_variable, std::string* pending_variable,
-                    const std::vector<int>& dup_sources) {
+bool held_by_parent(Connection* c, int fd, std::pair<pid_t, uint64_t>* pending) {
+  std::atomic<uint32_t>* word = c->handoff_word();
+  if (!c->foreign() || !word || word->load(std::memory_order_acquire) != handoff::kOwned) return false;
+  pid_t owner = handoff::owner_pid(word);
+  uint64_t ino = inode_of(fd);
+  if (owner <= 0 || ino == 0) return false;
+  *pending = {owner, ino};
+  return true;
+}
+
+int relay_for_spawn(bool program_takes, std::string* take_variable,
+                    std::vector<std::pair<pid_t, uint64_t>>* pending, const std::vector<int>& dup_sources) {
   // Connections with a number the new program inherits, and all their numbers.
   auto conns = connections_where([&dup_sources](int fd, Connection*) {
     if (std::find(dup_sources.begin(), dup_sources.end(), fd) != dup_sources.end()) return true;
@@ -404,21 +414,14 @@ int relay_for_spawn(bool program_takes, std::string* take_variable, std::string*
   // Our parent's, still held by it: the program asks the parent on its
   // first use (SMCR_EXEC_PENDING), as after a fork's exec; nothing waits
   // here for a parent that may be waiting for us.
-  std::vector<std::pair<pid_t, uint64_t>> pending;
-  surviving_pending(&pending, dup_sources);
   if (program_takes && smcr::preload::exec_carry::enabled())
-    std::erase_if(conns, [&pending](auto& entry) {
-      Connection* c = entry.first;
-      std::atomic<uint32_t>* word = c->handoff_word();
-      if (!c->foreign() || !word || word->load(std::memory_order_acquire) != handoff::kOwned) return false;
-      pid_t owner = handoff::owner_pid(word);
-      uint64_t ino = inode_of(entry.second[0]);
-      if (owner <= 0 || ino == 0) return false;
-      pending.emplace_back(owner, ino);
-      c->unref();
+    std::erase_if(conns, [pending](auto& entry) {
+      std::pair<pid_t, uint64_t> held;
+      if (!held_by_parent(entry.first, entry.second[0], &held)) return false;
+      pending->push_back(held);
+      entry.first->unref();
       return true;
     });
-  *pending_variable = pending_variable_for(std::move(pending));
   pass_or_relay(conns, program_takes, &take, "a program spawned from here inherits it", false);
   if (!take.empty()) *take_variable = take_variable_for(static_cast<pid_t>(smcr::sys::raw_syscall(SYS_getpid)), take);
   return static_cast<int>(n);

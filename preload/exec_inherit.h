@@ -57,8 +57,14 @@ bool relay_numbers(Connection* c, const std::vector<int>& fds);
 // and writes the peer's bytes, as it would a TCP socket's. Returns how many.
 // `dup_sources`: numbers posix_spawn's file actions duplicate into the
 // program, close-on-exec or not.
-int relay_for_spawn(bool program_takes, std::string* take_variable, std::string* pending_variable,
-                    const std::vector<int>& dup_sources);
+// Connections our parent still holds that the program will take on first
+// use (SMCR_EXEC_PENDING) are appended to *pending instead.
+int relay_for_spawn(bool program_takes, std::string* take_variable,
+                    std::vector<std::pair<pid_t, uint64_t>>* pending, const std::vector<int>& dup_sources);
+// Whether `c` (at `fd`) is our parent's connection that it still holds,
+// which a program we start takes on its first use: *pending gets (owner,
+// inode of the socket).
+bool held_by_parent(Connection* c, int fd, std::pair<pid_t, uint64_t>* pending);
 // SMCR_EXEC_TAKE=<owner>:<inode>,...
 std::string take_variable_for(pid_t owner, const std::vector<uint64_t>& inodes);
 // At load, before main(): takes over the connections SMCR_EXEC_TAKE names

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -96,15 +95,11 @@ char* const* prepare_exec(const char* file, bool search_path, int fd_of_program,
     // using it while the new program never will (a descriptor leaked into
     // a helper). The program asks for it on its first use, when it has one:
     // no wait here either way.
-    if (c->foreign() && may_carry && *program == NewProgram::kWithShim && c->handoff_word() &&
-        c->handoff_word()->load(std::memory_order_acquire) == smcr::handoff::kOwned) {
-      struct stat st {};
-      pid_t owner = smcr::handoff::owner_pid(c->handoff_word());
-      if (owner > 0 && smcr::sys::fstat(fd, &st) == 0) {
-        pending.emplace_back(owner, st.st_ino);
-        c->unref();
-        return;
-      }
+    if (std::pair<pid_t, uint64_t> held; may_carry && *program == NewProgram::kWithShim &&
+                                          smcr::preload::exec_inherit::held_by_parent(c, fd, &held)) {
+      pending.push_back(held);
+      c->unref();
+      return;
     }
     if (c->foreign()) {
       // Carried: ours first (re-homed to this process), then into the new
@@ -163,13 +158,6 @@ std::vector<char*> collect_args(const char* arg0, va_list ap, char*** envp) {
   return args;
 }
 
-// A program spawned without a fork the shim sees (posix_spawn, system(),
-// popen(): glibc clones and execs on its own) inherits this process's
-// descriptors as they are. The connections it would inherit are relayed
-// first (preload/exec_inherit.h, relay_for_spawn), and its environment names
-// their TCP sockets, as an exec's would; `spawn(envp)` starts it. With
-// `swap_environ` (system, popen: they take `environ`) the process' environment
-// is the new one while it starts, only when there is something to name.
 // posix_spawn's file actions that duplicate an SMC-R connection's number
 // into the new program (posix_spawn_file_actions_adddup2: Rust's Command,
 // CPython's subprocess and os.posix_spawn with a socket as stdin/stdout):
@@ -197,6 +185,13 @@ std::vector<int> spawn_dup_sources(const posix_spawn_file_actions_t* actions) {
   return fds;
 }
 
+// A program spawned without a fork the shim sees (posix_spawn, system(),
+// popen(): glibc clones and execs on its own) inherits this process's
+// descriptors as they are. The connections it would inherit are relayed
+// first (preload/exec_inherit.h, relay_for_spawn), and its environment names
+// their TCP sockets, as an exec's would; `spawn(envp)` starts it. With
+// `swap_environ` (system, popen: they take `environ`) the process' environment
+// is the new one while it starts, only when there is something to name.
 // `dup_sources`: numbers the spawn's file actions duplicate into the program.
 template <typename Spawn>
 auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bool swap_environ, Spawn spawn,
@@ -207,20 +202,19 @@ auto spawn_inheriting(const char* file, bool search_path, char* const envp[], bo
   bool any = false;
   fd_table().for_each_conn([&](int) { any = true; });
   smcr::preload::exec_inherit::ExecEnvironment env;
+  // Numbers still pending from our own exec go along.
+  std::vector<std::pair<pid_t, uint64_t>> pending;
+  smcr::preload::exec_inherit::surviving_pending(&pending, dup_sources);
   if (any) {
     using smcr::preload::exec_carry::NewProgram;
     NewProgram program = smcr::preload::exec_carry::new_program(file, search_path, -1, envp);
     // A spawn that will fail changes nothing.
     if (program != NewProgram::kMissing)
       smcr::preload::exec_inherit::relay_for_spawn(
-          program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env.take_variable,
-          &env.pending_variable, dup_sources);
+          program == NewProgram::kWithShim && smcr::preload::exec_carry::enabled(), &env.take_variable, &pending,
+          dup_sources);
   }
-  if (env.pending_variable.empty()) {  // numbers still pending from our own exec go along
-    std::vector<std::pair<pid_t, uint64_t>> pending;
-    smcr::preload::exec_inherit::surviving_pending(&pending, dup_sources);
-    env.pending_variable = smcr::preload::exec_inherit::pending_variable_for(std::move(pending));
-  }
+  env.pending_variable = smcr::preload::exec_inherit::pending_variable_for(std::move(pending));
   std::vector<std::pair<int, int>> pairs;  // these and earlier ones, as an exec names them
   smcr::preload::exec_inherit::surviving(&pairs);
   char* const* spawn_envp = smcr::preload::exec_inherit::environment_for_exec(envp, pairs, &env);
