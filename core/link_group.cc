@@ -204,7 +204,7 @@ LinkGroup* LinkGroup::acquire_for_server(const clc::PeerId& client, bool shm, co
       continue;
     MutexLock glock(g->mu_);
     if (g->retired_ || g->failed_) continue;
-    if (static_cast<size_t>(g->users_) >= kGroupFullAt || g->peer_rmbs_.size() >= kGroupFullAt) continue;
+    if (static_cast<size_t>(g->users_) >= kGroupFullAt || g->peer_rmbs_.held_by_peer() >= kGroupFullAt) continue;
     ++g->users_;
     g->idle_since_ms_ = 0;
     return g;

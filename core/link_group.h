@@ -184,6 +184,15 @@ class LinkGroup {
                                                  int* peer_memfd = nullptr);
   // A pooled RMB of `size` (its control page cleared), or false.
   bool take_pooled_rmb(uint32_t size, LocalRmbs* local);
+  // Before a CONFIRM RKEY announces a new RMB of ours: the peer keeps at
+  // most rmb::PeerTable::kMax of them (RFC 7609 8.2) and refuses the next.
+  // Each one it has is a connection's or a handshake's (users_) or pooled;
+  // acquire_for_server bounds the first, but pooled RMBs of sizes no
+  // handshake asks for any more (sizes shrink as connections grow,
+  // rmb::size_under_budget) would fill its table. Deletes the oldest pooled
+  // ones until the new one fits; the DELETE RKEYs go first on the link the
+  // CONFIRM RKEY follows, so the peer has forgotten them when it comes.
+  void make_room_to_announce();
   size_t pooled_rmbs();
   // The peer's first-contact RMB (named in CLC and ADD LINK CONTINUATION);
   // on shm with its mapping, which the group then owns.

@@ -199,6 +199,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("lgr_reused", c.lgr_reused);
   f("rmb_pooled", c.rmb_pooled);
   f("rmb_reused", c.rmb_reused);
+  f("rmb_pool_evicted", c.rmb_pool_evicted);
   f("confirm_deferred", c.confirm_deferred);
   f("confirm_waits", c.confirm_waits);
   f("clc_threaded", c.clc_threaded);

@@ -70,6 +70,7 @@ struct Counters {
   std::atomic<uint64_t> lgr_reused{0};     // subsequent contacts over an existing link group
   std::atomic<uint64_t> rmb_pooled{0};     // RMBs kept by their group after an orderly close
   std::atomic<uint64_t> rmb_reused{0};     // subsequent contacts on a pooled RMB (no memfd, no CONFIRM RKEY)
+  std::atomic<uint64_t> rmb_pool_evicted{0};  // pooled RMBs deleted to keep the peer's table under RFC 7609 8.2's 255
   std::atomic<uint64_t> confirm_deferred{0};  // accept()s that returned before the client's Confirm was read
   std::atomic<uint64_t> confirm_waits{0};     // application calls that waited for such a Confirm
   std::atomic<uint64_t> clc_threaded{0};      // accept()s whose client was silent: its CLC ran on a thread

@@ -103,6 +103,8 @@ class LocalPool {
   void put(LocalRmbs* rmbs);
   // One of `size` bytes, or false.
   bool take(uint32_t size, LocalRmbs* out);
+  // The one kept longest, whatever its size, or false.
+  bool take_oldest(LocalRmbs* out);
   // Everything kept (the group is ending).
   std::vector<LocalRmbs> drain();
 
@@ -122,6 +124,10 @@ class PeerTable {
   static constexpr size_t kMax = 255;
 
   size_t size() const { return entries_.size(); }
+  // The RMBs the peer has (announced, not deleted): what RFC 7609 8.2's
+  // limit counts. An entry the peer deleted stays while a connection of ours
+  // still maps it; it is not the peer's any more.
+  size_t held_by_peer() const;
   // Every announced RMB deleted by the peer (a group the peer has finished with).
   bool all_deleted() const;
 

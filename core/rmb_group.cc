@@ -46,12 +46,23 @@ bool LocalPool::take(uint32_t size, LocalRmbs* out) {
   return true;
 }
 
+bool LocalPool::take_oldest(LocalRmbs* out) {
+  if (rmbs_.empty()) return false;
+  *out = rmbs_.front();
+  rmbs_.erase(rmbs_.begin());
+  return true;
+}
+
 std::vector<LocalRmbs> LocalPool::drain() { return std::exchange(rmbs_, {}); }
 
 // ------------------------------------------------------------ PeerTable
 
 bool PeerTable::all_deleted() const {
   return std::all_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.deleted; });
+}
+
+size_t PeerTable::held_by_peer() const {
+  return static_cast<size_t>(std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.deleted; }));
 }
 
 bool PeerTable::announce(size_t slot, const PeerRmbTokens& tokens, int* memfd, bool renew_repeated) {
@@ -66,7 +77,7 @@ bool PeerTable::announce(size_t slot, const PeerRmbTokens& tokens, int* memfd, b
       }
     return true;
   }
-  if (repeated || entries_.size() >= kMax) return false;
+  if (repeated || held_by_peer() >= kMax) return false;
   Entry e;
   e.tokens = tokens;
   e.fd = std::exchange(*memfd, -1);
@@ -228,6 +239,20 @@ bool LinkGroup::take_pooled_rmb(uint32_t size, LocalRmbs* local) {
   return rmb_pool_.take(size, local);
 }
 
+void LinkGroup::make_room_to_announce() {
+  for (;;) {
+    LocalRmbs evicted;
+    {
+      MutexLock lock(mu_);
+      // users_ counts this handshake's hold, whose RMB this is.
+      if (static_cast<size_t>(users_) + rmb_pool_.size() <= rmb::PeerTable::kMax || !rmb_pool_.take_oldest(&evicted))
+        return;
+    }
+    counters().rmb_pool_evicted.fetch_add(1, std::memory_order_relaxed);
+    announce_rmb_deleted(free_rmbs(&evicted, nullptr));
+  }
+}
+
 size_t LinkGroup::pooled_rmbs() {
   MutexLock lock(mu_);
   return rmb_pool_.size();
@@ -329,6 +354,7 @@ bool add_rmb_to_group(LinkGroup* g, uint32_t size, int llc_timeout_ms, ConnRmbs*
     r->memfd = std::exchange(r->local[0].handle, -1);  // the memfd its last connection left with it, or -1
     return true;
   }
+  if (g->shm()) g->make_room_to_announce();
   int primary = g->primary_slot();
   LocalRmb& rmb = r->local[static_cast<size_t>(primary)];
   if (!g->link()->alloc_rmb(size, &rmb)) return false;

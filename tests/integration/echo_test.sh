@@ -123,20 +123,12 @@ check "200 sequential: RMBs kept after orderly closes and used again ($(stat_sum
 # between the same two processes need more groups (new first contacts).
 run_pair "600 connections" "--max-conns 600" "--bytes 16K --conns 600"
 check "600 concurrent SMC-R connections intact" [ "$(field ok "$OUT")" = 600 ]
-if [ "${SMCR_SANITIZE:-OFF}" = ON ]; then
-  # The ASan build under CI load: the server declined some of the burst for
-  # resources (27 of 600, twice in four runs on 12-06; cause not found, see
-  # the issue notes). Declined connections stay TCP on both sides, intact
-  # (above); the rest must be SMC-R, with no other fallback.
-  n=$(stat_sum smc_active)
-  log "600 connections (ASan): smc_active=$n smc_passive=$(stat_sum smc_passive) resources=$(stat_sum fallback.resources) peer_declined=$(stat_sum fallback.peer_declined)"
-  check "600 connections (ASan): SMC-R on both sides or declined for resources, nothing else ($n SMC-R)" \
-    [ "$n" -ge 500 -a "$(stat_sum smc_passive)" = "$n" -a "$(stat_sum fallback.resources)" = $((600 - n)) \
-      -a "$(stat_sum fallback.peer_declined)" = $((600 - n)) -a "$(stat_sum fallback_total)" = $((2 * (600 - n))) ]
-else
-  check "600 connections: all SMC-R on both sides, no fallback ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive; fallbacks: $(fallback_summary))" \
-    [ "$(stat_sum smc_active)" = 600 -a "$(stat_sum smc_passive)" = 600 -a "$(stat_sum fallback_total)" = 0 ]
-fi
+# (RMB sizes shrink as connections grow, so RMBs pooled by early ones may
+# not fit later ones: the server deletes pooled ones before the client's
+# table of its RMBs would pass 255, LinkGroup::make_room_to_announce; the
+# ASan build under CI load declined 27-144 of the 600 before.)
+check "600 connections: all SMC-R on both sides, no fallback ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive; fallbacks: $(fallback_summary); $(stat_sum rmb_pool_evicted) pooled RMBs deleted for room)" \
+  [ "$(stat_sum smc_active)" = 600 -a "$(stat_sum smc_passive)" = 600 -a "$(stat_sum fallback_total)" = 0 ]
 # How many are open at once depends on the machine (an ASan build's client
 # ends early ones before it opens the last): at least two groups per side.
 check "600 connections: more than one link group per side ($(stat_sum lgr_created) created)" [ "$(stat_sum lgr_created)" -ge 4 ]

@@ -161,6 +161,27 @@ TEST(PeerTable, LimitedToRfcMaximum) {
   EXPECT_FALSE(table.announce(0, tokens(1000, 1000), &fd, false)) << "RFC 7609 8.2: 255 per peer per group";
 }
 
+// The limit counts the RMBs the peer has: one it deleted while our
+// connection still maps it is ours to keep, not one of its 255 (a server
+// deletes pooled RMBs to make room for a new one: the CONFIRM RKEY that
+// follows its DELETE RKEY must be accepted even if our connection on the
+// deleted RMB has not ended yet).
+TEST(PeerTable, TheLimitCountsOnlyWhatThePeerHasNotDeleted) {
+  PeerTable table;
+  for (uint32_t k = 1; k <= PeerTable::kMax; ++k) {
+    int fd = -1;
+    ASSERT_TRUE(table.announce(0, tokens(k, k), &fd, false)) << k;
+  }
+  PeerRmbTokens got;
+  int fd = -1;
+  ASSERT_TRUE(table.claim(0, 7, 7, &got, &fd, nullptr));
+  ASSERT_TRUE(table.forget(0, 7, nullptr));
+  EXPECT_EQ(table.size(), PeerTable::kMax) << "its connection still writes into it";
+  EXPECT_EQ(table.held_by_peer(), PeerTable::kMax - 1);
+  EXPECT_TRUE(table.announce(0, tokens(1000, 1000), &fd, false)) << "the peer has 254: room for one";
+  EXPECT_FALSE(table.announce(0, tokens(1001, 1001), &fd, false)) << "and no more";
+}
+
 TEST(PeerTable, DeletedWhileInUseGoesWithItsLastUser) {
   PeerTable table;
   int fd = -1;
