@@ -406,6 +406,29 @@ sockaddr_un Engine::diagnostics_address(pid_t pid, socklen_t* len) {
   return a;
 }
 
+int Engine::ask_process(pid_t pid, std::string_view request, int proof_fd, int timeout_ms, const char** failed_step) {
+  const char* step = "connect";
+  int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s >= 0) {
+    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    socklen_t alen;
+    sockaddr_un a = diagnostics_address(pid, &alen);
+    if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) == 0) {
+      step = "send";
+      if (sys::sendmsg_with_fd(s, request.data(), request.size(), proof_fd, MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()))
+        return s;
+    }
+    int err = errno;
+    sys::close(s);
+    errno = err;
+  }
+  if (failed_step) *failed_step = step;
+  return -1;
+}
+
 void Engine::set_tcp_lookup(int (*lookup)(uint64_t inode)) { g_tcp_lookup.store(lookup, std::memory_order_release); }
 void Engine::set_take_handler(void (*handler)(uint64_t inode, int fd, bool relay)) {
   g_take_handler.store(handler, std::memory_order_release);

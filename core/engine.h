@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 #include "core/connection_services.h"
 
@@ -79,6 +80,14 @@ class Engine final : public ConnectionServices {
   // The abstract address of process `pid`'s diagnostics socket
   // (smcr-diag-<pid>), its length in *len.
   static sockaddr_un diagnostics_address(pid_t pid, socklen_t* len);
+  // Sends `request` (one line: "take <inode>", "relay <inode>", "tcp
+  // <inode>") to process `pid`'s diagnostics socket, with `proof_fd`
+  // attached when >= 0 (the socket asked about: a process of another user
+  // is answered only for a socket it holds). The connected socket to read
+  // the answer from (SO_RCVTIMEO/SO_SNDTIMEO `timeout_ms`), or -1 (errno;
+  // *failed_step, if given, names the step: "connect" or "send").
+  static int ask_process(pid_t pid, std::string_view request, int proof_fd, int timeout_ms,
+                         const char** failed_step = nullptr);
 
  private:
   Engine() = default;

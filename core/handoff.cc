@@ -249,20 +249,14 @@ bool ask_owner_to_relay(std::atomic<uint32_t>* s, int app_end) {
   pid_t pid = owner_pid(s);
   struct stat st {};
   if (pid <= 0 || app_end < 0 || sys::fstat(app_end, &st) != 0) return false;
-  int sock = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) return false;
-  timeval tv{3, 0};  // the owner drains its copy first: quick, unless it is stuck
-  sys::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sys::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  socklen_t alen;
-  sockaddr_un a = Engine::diagnostics_address(pid, &alen);
   char req[40];
   int len = snprintf(req, sizeof req, "relay %llu\n", static_cast<unsigned long long>(st.st_ino));
+  // The owner drains its copy first: quick, unless it is stuck.
+  int sock = Engine::ask_process(pid, std::string_view(req, static_cast<size_t>(len)), app_end, 3000);
+  if (sock < 0) return false;
   char answer = 0;
   int tcp = -1;
-  bool relayed = sys::connect(sock, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
-                 sys::sendmsg_with_fd(sock, req, static_cast<size_t>(len), app_end, MSG_NOSIGNAL) == len &&
-                 sys::recv_with_fd(sock, &answer, 1, &tcp, 0) == 1 && answer == exec_carry::kReplyTcp;
+  bool relayed = sys::recv_with_fd(sock, &answer, 1, &tcp, 0) == 1 && answer == exec_carry::kReplyTcp;
   if (tcp >= 0) sys::close(tcp);  // ours came with the fork
   sys::close(sock);
   return relayed;

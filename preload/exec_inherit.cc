@@ -451,21 +451,14 @@ namespace {
 // inode `ino` that it relays (tcp_for_passed there): the socket (close-on-
 // exec, in this process's table), or -1.
 int ask_tcp_socket(pid_t pid, uint64_t ino) {
-  int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
-  socklen_t alen;
-  sockaddr_un a = Engine::diagnostics_address(pid, &alen);
-  timeval tv{0, 500000};  // a process that does not answer costs at most this
-  sys::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sys::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   char req[40];
   int rl = snprintf(req, sizeof req, "tcp %llu\n", static_cast<unsigned long long>(ino));
+  // A process that does not answer costs at most 500 ms.
+  int s = Engine::ask_process(pid, std::string_view(req, static_cast<size_t>(rl)), -1, 500);
+  if (s < 0) return -1;
   int tcp = -1;
-  if (sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
-      sys::send(s, req, static_cast<size_t>(rl), MSG_NOSIGNAL) == rl) {
-    char byte = 0;
-    if (sys::recv_with_fd(s, &byte, 1, &tcp, 0) != 1 || byte != 't') sys::close_reset(&tcp);  // no answer
-  }
+  char byte = 0;
+  if (sys::recv_with_fd(s, &byte, 1, &tcp, 0) != 1 || byte != 't') sys::close_reset(&tcp);  // no answer
   sys::close(s);
   if (tcp >= 0 && !is_tcp(tcp)) sys::close_reset(&tcp);
   return tcp;
@@ -547,10 +540,6 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
   const int64_t none_believed_after = sys::now_ms() + kOwnerClosingMs;
   for (int round = 0;; ++round) {
     bool relay = sys::now_ms() > relay_after;
-    int s = sys::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return;
-    socklen_t alen;
-    sockaddr_un a = Engine::diagnostics_address(owner, &alen);
     char req[48];
     int rl = snprintf(req, sizeof req, "%s %llu\n", relay ? "relay" : "take", static_cast<unsigned long long>(ino));
     char kind = 0;
@@ -560,19 +549,18 @@ void take_one(pid_t owner, uint64_t ino, const std::vector<int>& numbers, int64_
       for (size_t i = 0; i < count; ++i) sys::close(fds[i]);
       count = 0;
     };
-    pollfd p{s, POLLIN, 0};
     const char* step = "connect";
-    bool answered = sys::connect(s, reinterpret_cast<sockaddr*>(&a), alen) == 0 &&
-                    // With the socket itself: the owner may run as another user (a CGI program runs as nobody).
-                    (step = "send", sys::sendmsg_with_fd(s, req, static_cast<size_t>(rl), numbers[0], MSG_NOSIGNAL) == rl) &&
-                    (step = "wait", sys::poll(&p, 1, 3000) > 0) &&
+    // With the socket itself: the owner may run as another user (a CGI program runs as nobody).
+    int s = Engine::ask_process(owner, std::string_view(req, static_cast<size_t>(rl)), numbers[0], 3000, &step);
+    pollfd p{s, POLLIN, 0};
+    bool answered = s >= 0 && (step = "wait", sys::poll(&p, 1, 3000) > 0) &&
                     (step = "receive", sys::recv_with_fds(s, &kind, 1, fds, sys::kMaxPassedFds, &count, MSG_DONTWAIT) == 1);
     if (!answered) {
       int err = errno;
       if (named)
         SMCR_LOG(0, "exec: the process that started this program (pid %d) did not answer for an inherited SMC-R "
                  "connection (%s: %s): it reads end-of-file here", static_cast<int>(owner), step, strerror(err));
-      sys::close(s);
+      if (s >= 0) sys::close(s);
       close_fds();
       end_of_file_at(numbers, named);
       return;
