@@ -60,7 +60,7 @@ check "SMCR_RMB_SIZE: all $N connections SMC-R at 256 KiB" \
 
 # RFC 7609 8.2: the client keeps at most 255 of the server's RMBs in a link
 # group, pooled ones included (core/link_group.h make_room_to_announce). 64
-# connections end in order with 32 KiB RMBs (pooled: 64 is the pool's
+# connections end in order with 16 KiB RMBs (pooled: 64 is the pool's
 # size), then 200 with 256 KiB ones stay open at once: 264 would reach the
 # client's table, which refused the last 9 (Decline, TCP) before the server
 # deleted pooled ones first (seen as 27-144 of the ASan echo test's 600

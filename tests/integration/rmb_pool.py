@@ -3,9 +3,9 @@
 
 server PORT FIRST THEN READY_FILE: a listener whose SO_RCVBUF (the size of
     its connections' RMBs) changes between two phases: FIRST connections with
-    a 32 KiB one, each echoing a byte and closed in order (their RMBs stay
+    16 KiB RMBs, each echoing a byte and closed in order (their RMBs stay
     pooled in the link group: pooled RMBs stay known to the client), then
-    THEN connections with the default size, all open at once. Prints
+    THEN connections with 256 KiB RMBs, all open at once. Prints
     "first=N then=N".
 client PORT FIRST THEN: the other end; prints "ok=N" (connections whose
     byte came back) once every connection of the second phase is open.
@@ -22,7 +22,7 @@ import sys
 def serve(port, first, then, ready_file):
     lst = socket.socket()
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # granted: 32 KiB
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # 16 KiB RMBs
     lst.bind(("127.0.0.1", port))
     lst.listen(1024)
     open(ready_file, "w").close()
@@ -37,8 +37,8 @@ def serve(port, first, then, ready_file):
             pass
         c.close()
     done_first = len(held)
-    # The default size for the rest (the kernel's default receive buffer is
-    # not what the shim sizes from: only a size the application set is).
+    # 256 KiB RMBs for the rest: a size the application sets, so that the
+    # shim's budget (which shrinks RMBs as connections grow) leaves it alone.
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 262144)
     held = []
     for _ in range(then):
