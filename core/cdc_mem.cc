@@ -28,6 +28,7 @@ constexpr size_t kWantDataAt = 192;
 constexpr size_t kWantWindowAt = 200;
 constexpr size_t kNoDirectAt = 208;
 constexpr size_t kReadySetAt = 216;
+constexpr size_t kCloseWelcomeAt = 224;  // (1 << 32) | the receiver's alert token
 constexpr size_t kRingingAt = 256;
 // Line 5: the receiver's bell record (publish_bell): token last.
 constexpr size_t kBellTokenAt = 320, kBellPidAt = 324, kBellFdAt = 328, kBellInoAt = 336, kBellAckAt = 344;
@@ -150,6 +151,13 @@ void ack_bell(uint8_t* page, uint32_t alert_token) { u32_at(page, kBellAckAt).st
 
 bool bell_acked(const uint8_t* page, uint32_t alert_token) {
   return alert_token != 0 && u32_at(page, kBellAckAt).load(std::memory_order_acquire) == alert_token;
+}
+
+void welcome_close_in_memory(uint8_t* page, uint32_t alert_token) {
+  u64_at(page, kCloseWelcomeAt).store(uint64_t{1} << 32 | alert_token, std::memory_order_seq_cst);
+}
+bool close_in_memory_welcome(uint8_t* page, uint32_t alert_token) {
+  return u64_at(page, kCloseWelcomeAt).load(std::memory_order_seq_cst) == (uint64_t{1} << 32 | alert_token);
 }
 
 void forbid_direct(uint8_t* page) { u32_at(page, kNoDirectAt).store(1, std::memory_order_seq_cst); }

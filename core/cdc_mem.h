@@ -88,6 +88,15 @@ bool take(uint8_t* page, Want which, uint64_t seen, const cdc::Cursor& cursor);
 // `seen` whatever cursor it names (the end is news without new data).
 bool take_for_end(uint8_t* page, uint64_t seen);
 
+// Receiver whose application has closed, with its own C sent: the peer's C
+// may come through memory alone. Nobody waits for it any more, so no engine
+// need wake up for it: the receiver reaps it on a timer (close_in_memory,
+// core/connection_close.cc). Cleared with the page when the RMB is reused;
+// the token tells this connection's word from an earlier one's.
+void welcome_close_in_memory(uint8_t* page, uint32_t alert_token);
+// Sender of a C to the receiver `alert_token`: whether it said so.
+bool close_in_memory_welcome(uint8_t* page, uint32_t alert_token);
+
 // Receiver: set once to have every CDC posted on the link and the
 // readiness socket never touched by the peer again (a handover).
 void forbid_direct(uint8_t* page);

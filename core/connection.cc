@@ -93,6 +93,12 @@ ConnectionServices& connection_services() {
 
 size_t Connection::live() { return g_live.load(std::memory_order_relaxed); }
 
+// A released connection holds no RMB, whoever still holds a reference (the
+// engine's TCP watch, a dead watch awaiting the end of its batch).
+void Connection::uncount_live() {
+  if (counted_live_.exchange(false, std::memory_order_relaxed)) g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
 Connection* Connection::create(const ConnectionSetup& s) {
   Connection* c = nullptr;
   {
@@ -104,6 +110,7 @@ Connection* Connection::create(const ConnectionSetup& s) {
   }
   if (!c) c = new Connection();
   g_live.fetch_add(1, std::memory_order_relaxed);
+  c->counted_live_.store(true, std::memory_order_relaxed);
   // Connection::unlock: CDCs held for this token are delivered by
   // add_connection while we still hold the connection, and processed here.
   Hold lock(*c);
@@ -206,7 +213,7 @@ bool Connection::try_ref() {
 
 void Connection::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  g_live.fetch_sub(1, std::memory_order_relaxed);
+  uncount_live();
   // Not counted by its set any more (it was released without a last
   // set_deferral(nullptr): a set may outlive it). Tried, not waited for:
   // nobody holds a connection whose last reference goes, unless this

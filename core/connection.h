@@ -107,7 +107,9 @@ struct Record;
 class Connection {
  public:
   static Connection* create(const ConnectionSetup& setup);
-  // Connections of this process not yet released (the RMB budget's count).
+  // Connections of this process not yet released, less those whose RMB
+  // takes no more data and waits only for the peer's C to be pooled
+  // (welcome_close_in_memory_locked): the RMB budget's count.
   static size_t live();
   // A readiness socketpair (see above): both ends close-on-exec and out of
   // the application's fd range. False (errno) on failure.
@@ -432,6 +434,8 @@ class Connection {
   void park(const InboxItem& item);
   void tcp_peer_gone_locked() SMCR_REQUIRES(mu_);
   void timer_locked(int64_t now_ms) SMCR_REQUIRES(mu_);
+  void welcome_close_in_memory_locked() SMCR_REQUIRES(mu_);
+  int64_t next_close_reap_locked(int64_t now_ms) SMCR_REQUIRES(mu_);
   void process_item_locked(const InboxItem& item) SMCR_REQUIRES(mu_);
   // Empties the inbox without acting on it (the connection was re-homed):
   // descriptors closed, a move the peer asks for refused.
@@ -636,6 +640,9 @@ class Connection {
   // Set before the connection is published (create, exec_adopt) and read
   // without its lock, or atomic.
   std::atomic<int> refs_{0};
+  // Counted in live() (from create until release or the last unref).
+  std::atomic<bool> counted_live_{false};
+  void uncount_live();
   std::atomic<int> user_fds_{1};
   uint64_t owner_generation_ = 0;  // process_generation() of the process that made it
   uint64_t forks_at_create_ = 0;   // handoff::forks_made() when it was made
@@ -846,6 +853,11 @@ class Connection {
     bool shut_rd = false;
     bool app_closed = false;
     bool released = false;
+    // The peer's C may come through memory alone (welcome_close_in_memory):
+    // the timer looks for it every kCloseReapMs until this close deadline.
+    bool close_in_memory = false;
+    int close_reap_looks = 0;
+    int64_t close_in_memory_until = 0;
   };
   CloseFlags close_ SMCR_GUARDED_BY(mu_);
 

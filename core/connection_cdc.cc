@@ -259,6 +259,15 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
+    // Our C answering a peer that has closed and waits for nothing but it:
+    // its engine reaps it from memory on a timer, without a wake-up for it.
+    if (m.flags.peer_conn_closed && !m.flags.peer_conn_abort && !m.flags.urgent_present &&
+        !cdcmem::direct_forbidden(page) && cdcmem::close_in_memory_welcome(page, m.alert_token)) {
+      if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;
+      counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
+      counters().close_in_memory.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
     // The end goes on the link (below), through the peer's engine: a
     // parked peer's wait also finds it in memory at once, so that it is
     // not reported after what others sent it later (redis' replication

@@ -50,6 +50,10 @@ namespace {
 constexpr int64_t kCloseTimeoutMs = 10000;
 // How long a C/A may trail the peer's TCP FIN/RST on the fabric.
 constexpr int64_t kTcpGoneGraceMs = 1000;
+// How often a connection that welcomed the peer's C in memory looks for it
+// (welcome_close_in_memory_locked): its RMB returns to the pool that much
+// later at most.
+constexpr int64_t kCloseReapMs = 10;
 
 }  // namespace
 
@@ -108,6 +112,7 @@ void Connection::close_for_app_locked(bool abortive) {
     if (tx_.short_flow_key)
       shortflows::ended(tx_.short_flow_key, tx_.writes, tx_.bytes + rx_.bytes, sys::now_ms());
     apply_close_event_locked(abortive || linger_abort_ ? CloseEvent::kAppAbort : CloseEvent::kAppClose);
+    welcome_close_in_memory_locked();
   }
   if (app_.fd >= 0) sys::close(app_.fd);
   if (app_.engine_end >= 0) sys::close(app_.engine_end);
@@ -169,6 +174,7 @@ void Connection::protocol_violation_locked(const char* what) {
 void Connection::release_resources_locked() {
   if (close_.released) return;
   close_.released = true;
+  uncount_live();
   timer_deadline_.store(0);
   if (tcp_fd_ >= 0) {
     connection_services().unwatch_tcp(this);
@@ -314,10 +320,63 @@ void Connection::on_timer(int64_t now_ms) {
   park(item);
 }
 
+// After our C, with the application gone, the peer's C is all this side
+// waits for: the peer may leave it in memory (post_cdc_locked), where the
+// timer finds it. The peer's TCP FIN, which follows its C, is not watched
+// for either: each would wake the engine once per connection, and a
+// connection closed by a short request/response exchange (HTTP with
+// Connection: close) needs neither.
+void Connection::welcome_close_in_memory_locked() {
+  if (!close_.sent_close || close_.peer_closed || close_.sent_abort || close_.aborted || close_.released ||
+      close_.state == CloseState::kClosed || !mem_.control || foreign() || move_.relayed || !fabric_.group ||
+      !fabric_.group->shm() || fabric_.link_dead)
+    return;
+  close_.close_in_memory = true;
+  // Its RMB takes no more data and goes to the pool when the C comes: the
+  // RMB budget's count (which sizes the next connections' RMBs) leaves it
+  // out now, as it leaves pooled RMBs out. Counted, a burst of these moved
+  // the size past a step and then back, and the pool's RMBs fit no new
+  // connection (a CONFIRM RKEY and a DELETE RKEY each).
+  uncount_live();
+  close_.close_in_memory_until = timer_deadline_.load();
+  if (close_.close_in_memory_until == 0) close_.close_in_memory_until = sys::now_ms() + kCloseTimeoutMs;
+  cdcmem::welcome_close_in_memory(mem_.control, local_token_);
+  if (tcp_fd_ >= 0) connection_services().unwatch_tcp(this);
+  // The peer may have published it before it saw the word.
+  pull_cdc_locked();
+  if (close_.released || close_.state == CloseState::kClosed) return;
+  close_.close_reap_looks = 0;
+  timer_deadline_.store(next_close_reap_locked(sys::now_ms()));
+  connection_services().arm_timer(this);
+}
+
+// The next look for a C in memory: kCloseReapMs after the close, then
+// doubling up to a second for a peer whose application keeps its end open,
+// on a grid of kCloseReapMs so that the looks of many such connections share
+// the engine's wake-ups. (Not the first: connections closed at a high rate
+// would then all come back to the RMB pool at each grid point, more at once
+// than it keeps, and the next connections would register new RMBs.)
+int64_t Connection::next_close_reap_locked(int64_t now_ms) {
+  int looks = close_.close_reap_looks++;
+  if (looks == 0) return std::min(now_ms + kCloseReapMs, close_.close_in_memory_until);
+  int64_t interval = std::min<int64_t>(kCloseReapMs << std::min(looks, 7), 1000);
+  int64_t at = (now_ms + interval + kCloseReapMs - 1) / kCloseReapMs * kCloseReapMs;
+  return std::min(at, close_.close_in_memory_until);
+}
+
 void Connection::timer_locked(int64_t now_ms) {
   int64_t d = timer_deadline_.load();
   if (d == 0 || now_ms < d || close_.released) return;
   timer_deadline_.store(0);
+  if (close_.close_in_memory && close_.state != CloseState::kClosed) {
+    pull_cdc_locked();
+    if (close_.released || close_.state == CloseState::kClosed) return;
+    if (now_ms < close_.close_in_memory_until && !fabric_.shm_link_gone) {
+      timer_deadline_.store(next_close_reap_locked(now_ms));
+      connection_services().arm_timer(this);
+      return;
+    }
+  }
   if (close_.tcp_gone && !close_.peer_closed && close_.state != CloseState::kClosed) {
     // Linux's shutdown(SHUT_WR) of an SMC socket shuts its TCP socket down
     // too: a FIN after the peer's D is its half-close, not its end (its C

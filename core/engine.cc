@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,9 @@ struct Watch {
   std::function<bool(bool)> step;      // kStep
   int64_t deadline = 0;                // kStep
   uint32_t events = 0;                 // kStep: what it waits for
+  int64_t register_at = 0;             // kTcp: when it enters the epoll set
+  bool registered = false;             // kTcp: in the epoll set
+  bool cancelled = false;              // kTcp: unwatched before it was registered
 };
 
 // Drains one link of a group; false (and no longer watched) once it failed.
@@ -73,6 +77,8 @@ struct Engine::Impl {
   std::vector<LinkGroup*> retire_queue SMCR_GUARDED_BY(mu);
   std::vector<Connection*> timers SMCR_GUARDED_BY(mu);  // referenced
   std::map<Connection*, Watch*> tcp_watches SMCR_GUARDED_BY(mu);
+  // TCP watches not in the epoll set yet, oldest first (see watch_tcp).
+  std::deque<Watch*> tcp_watches_due SMCR_GUARDED_BY(mu);
   std::vector<Watch*> dead_watches SMCR_GUARDED_BY(mu);  // freed after the current epoll batch
   std::set<Watch*> step_watches SMCR_GUARDED_BY(mu);     // watch_readable
   // When the engine's current epoll_wait times out at the latest (sys::now_ms;
@@ -105,6 +111,11 @@ std::atomic<bool> g_links_kicked{false};  // kick_links: drain every link on the
 // How often the engine drains a link whose CQ it left unarmed while an
 // application thread polls it (Link::rearm_deferred).
 constexpr int kDeferredRearmTickMs = 1;
+// How long a connection lives before its TCP socket enters the engine's
+// epoll set (watch_tcp), and how many ms of due registrations one wake-up
+// takes together.
+constexpr int64_t kTcpWatchDelayMs = 50;
+constexpr int64_t kTcpWatchBatchMs = 50;
 }
 
 Engine* Engine::get_if_started() {
@@ -331,25 +342,43 @@ void Engine::arm_timer(Connection* c) {
   if (sooner) wake(impl_->wake_fd);
 }
 
+// The watch is for a peer that vanishes without an SMC-R close, which the
+// grace timer of tcp_peer_gone_locked (1 s) waits out anyway; a short-lived
+// connection (an HTTP request with Connection: close) ends before it would
+// matter. So the socket enters the epoll set only once the connection has
+// lived kTcpWatchDelayMs, several at a wake-up: one that ends sooner costs no
+// epoll_ctl either way. A FIN that came before the registration is reported
+// by it at once (the set reports the socket's state).
 void Engine::watch_tcp(Connection* c, int tcp_fd) {
   c->ref();
   auto* w = new Watch{WatchKind::kTcp, tcp_fd, nullptr, c};
-  MutexLock lock(impl_->mu);
-  impl_->tcp_watches[c] = w;
-  epoll_event ev{EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
-  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_ADD, tcp_fd, &ev);
+  w->register_at = sys::now_ms() + kTcpWatchDelayMs;
+  bool sooner;
+  {
+    MutexLock lock(impl_->mu);
+    impl_->tcp_watches[c] = w;
+    impl_->tcp_watches_due.push_back(w);
+    sooner = w->register_at + kTcpWatchBatchMs < impl_->sleep_until_ms;
+  }
+  if (sooner) wake(impl_->wake_fd);
 }
 
 void Engine::unwatch_tcp(Connection* c) {
   MutexLock lock(impl_->mu);
   auto it = impl_->tcp_watches.find(c);
   if (it == impl_->tcp_watches.end()) return;
+  Watch* w = it->second;
+  impl_->tcp_watches.erase(it);
+  if (!w->registered) {
+    // Still in tcp_watches_due, which frees it.
+    w->cancelled = true;
+    return;
+  }
   // The fd is still open here, so this removes exactly our registration. The
   // watch may still sit in the batch being processed, so it is freed (and
   // the connection unreferenced) after that batch.
-  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, it->second->fd, nullptr);
-  impl_->dead_watches.push_back(it->second);
-  impl_->tcp_watches.erase(it);
+  sys::epoll_ctl(impl_->epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  impl_->dead_watches.push_back(w);
 }
 
 void* Engine::watch_readable(int fd, int64_t deadline_ms, std::function<bool(bool)> step) {
@@ -533,6 +562,18 @@ void Engine::loop() {
         int left = d <= now ? 0 : static_cast<int>(std::min<int64_t>(d - now, INT32_MAX));
         if (timeout < 0 || left < timeout) timeout = left;
       };
+      while (!im->tcp_watches_due.empty() && im->tcp_watches_due.front()->register_at <= now) {
+        Watch* w = im->tcp_watches_due.front();
+        im->tcp_watches_due.pop_front();
+        if (w->cancelled) {
+          im->dead_watches.push_back(w);
+          continue;
+        }
+        epoll_event ev{EPOLLRDHUP | EPOLLONESHOT, {.ptr = w}};
+        sys::epoll_ctl(im->epfd, EPOLL_CTL_ADD, w->fd, &ev);
+        w->registered = true;
+      }
+      if (!im->tcp_watches_due.empty()) consider(im->tcp_watches_due.front()->register_at + kTcpWatchBatchMs);
       for (Connection* c : im->timers) consider(c->timer_deadline());
       for (Watch* w : im->step_watches) consider(w->deadline);
       // --stats: the file is kept current (core/log.h), so the engine looks

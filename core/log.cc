@@ -175,6 +175,7 @@ void for_each_counter(Counters& c, F&& f) {
   f("rx_bytes", c.rx_bytes);
   f("cdc_sent", c.cdc_sent);
   f("cdc_in_memory", c.cdc_in_memory);
+  f("close_in_memory", c.close_in_memory);
   f("bells_sent", c.bells_sent);
   f("peer_doorbells", c.peer_doorbells);
   f("ready_set_marks", c.ready_set_marks);

@@ -47,6 +47,7 @@ struct Counters {
   std::atomic<uint64_t> cdc_sent{0};
   std::atomic<uint64_t> cdc_received{0};
   std::atomic<uint64_t> cdc_in_memory{0};  // sent CDCs that went through the peer's control page only
+  std::atomic<uint64_t> close_in_memory{0};  // ... of which C answering a peer that had closed (no wake-up)
   std::atomic<uint64_t> peer_doorbells{0};   // doorbell bytes written into the peer's readiness socket
   std::atomic<uint64_t> ready_set_marks{0};  // data told to the peer's epoll set through its ready set
   std::atomic<uint64_t> ready_set_wakes{0};  // ... that woke its sleeping thread (a send on its bell)

@@ -318,6 +318,22 @@ TEST_F(ConnectionTest, PeerVanishingResetsAfterBufferedData) {
   expect_reset();
 }
 
+// The engine enters a connection's TCP socket in its epoll set only after
+// a while (Engine::watch_tcp): a peer whose TCP end closes before that, with
+// no SMC-R close, is still found (the registration reports the hang-up at
+// once), and the application sees the end after the grace period.
+TEST_F(ConnectionTest, PeerTcpClosingBeforeTheWatchRegistersIsStillSeen) {
+  int tcp[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tcp), 0);
+  conn_->set_tcp_fd(tcp[0]);  // the connection closes it
+  Engine::get().watch_tcp(conn_, tcp[0]);
+  close(tcp[1]);
+  pollfd p{app_fd_, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "the peer's TCP end was never noticed";
+  std::string got;
+  EXPECT_EQ(read_app(&got), 0) << "the peer had read everything: end of file, as TCP's FIN";
+}
+
 // What a connection asked of the engine, recorded instead of done.
 class RecordedServices : public ConnectionServices {
  public:
@@ -508,6 +524,55 @@ TEST_F(ConnectionTest, OrderlyClosedConnectionLeavesItsRmbInTheGroupsPool) {
   for (size_t i = 0; i < cdcmem::kControlBytes; ++i) ASSERT_EQ(control[i], 0) << "control byte " << i;
   EXPECT_FALSE(group_->take_pooled_rmb(kRmbSize, &again)) << "one RMB, taken once";
   shm_free_rmb(&again[0]);
+}
+
+// Our application closed first and our C went on the link; the page then
+// says the peer's C may come through memory alone, and a timer of the engine
+// finds it there (no message on the link): the connection ends and its RMB
+// is pooled.
+TEST_F(ConnectionTest, AfterOurCloseThePeersCloseIsFoundInMemory) {
+  uint8_t* control = ours_.control;
+  ASSERT_NE(control, nullptr);
+  EXPECT_FALSE(cdcmem::close_in_memory_welcome(control, kLocalToken));
+  conn_->app_close(false);
+  conn_ = nullptr;
+  auto ours = next_cdc();
+  ASSERT_TRUE(ours && ours->flags.peer_conn_closed) << "our C goes on the link: the peer's application is open";
+  EXPECT_TRUE(cdcmem::close_in_memory_welcome(control, kLocalToken));
+  EXPECT_FALSE(cdcmem::close_in_memory_welcome(control, kLocalToken + 1)) << "the word names this connection";
+  ASSERT_EQ(group_->connection_count(), 1u);
+  cdc::Message m;
+  m.seq = 1;
+  m.alert_token = kLocalToken;
+  m.producer = {0, 4};
+  m.consumer = ours->producer;
+  m.flags.peer_conn_closed = true;
+  cdcmem::publish(control, m);
+  for (int i = 0; i < 200 && group_->connection_count() != 0; ++i) usleep(5000);
+  EXPECT_EQ(group_->connection_count(), 0u) << "the timer did not find the C in memory";
+  EXPECT_EQ(group_->pooled_rmbs(), 1u);
+}
+
+// The other side of it: the peer closed first and welcomed our C in memory;
+// our application's close publishes it in the peer's page and posts nothing.
+// Without the word, the same close goes on the link (the test above).
+TEST_F(ConnectionTest, OurCloseAnsweringAPeerThatWelcomedItStaysInMemory) {
+  ASSERT_NE(peers_.control, nullptr);
+  cdcmem::welcome_close_in_memory(peers_.control, kPeerToken);
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  send_cdc(1, {0, 4}, {0, 4}, f);
+  barrier();
+  conn_->app_close(false);
+  conn_ = nullptr;
+  EXPECT_FALSE(next_cdc(300)) << "our C went on the link";
+  uint32_t seen = 0;
+  cdc::Message got;
+  cdcmem::UrgentRecord urgent;
+  ASSERT_TRUE(cdcmem::fetch(peers_.control, &seen, &got, &urgent));
+  EXPECT_TRUE(got.flags.peer_conn_closed);
+  EXPECT_EQ(got.alert_token, kPeerToken);
+  EXPECT_EQ(group_->connection_count(), 0u);
 }
 
 }  // namespace
