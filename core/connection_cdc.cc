@@ -254,18 +254,15 @@ bool Connection::post_cdc_locked(const cdc::Message& m) {
     bool state_change = m.flags.peer_conn_abort || m.flags.peer_conn_closed || m.flags.urgent_present ||
                         (m.flags.peer_done_writing && !tx_.published_done);
     tx_.published_done = m.flags.peer_done_writing;
-    if (!state_change && wake_peer_locked(page, m, data_moved, window_moved)) {
-      if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;  // delivered: it is in the peer's memory
-      counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
-      return true;
-    }
     // Our C answering a peer that has closed and waits for nothing but it:
     // its engine reaps it from memory on a timer, without a wake-up for it.
-    if (m.flags.peer_conn_closed && !m.flags.peer_conn_abort && !m.flags.urgent_present &&
-        !cdcmem::direct_forbidden(page) && cdcmem::close_in_memory_welcome(page, m.alert_token)) {
-      if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;
+    const bool welcomed_close = m.flags.peer_conn_closed && !m.flags.peer_conn_abort && !m.flags.urgent_present &&
+                                !cdcmem::direct_forbidden(page) &&
+                                cdcmem::close_in_memory_welcome(page, m.alert_token);
+    if (state_change ? welcomed_close : wake_peer_locked(page, m, data_moved, window_moved)) {
+      if (tx_.unacked_count == 0) tx_.seq_acked = m.seq;  // delivered: it is in the peer's memory
       counters().cdc_in_memory.fetch_add(1, std::memory_order_relaxed);
-      counters().close_in_memory.fetch_add(1, std::memory_order_relaxed);
+      if (welcomed_close) counters().close_in_memory.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
     // The end goes on the link (below), through the peer's engine: a

@@ -345,7 +345,6 @@ void Connection::welcome_close_in_memory_locked() {
   // The peer may have published it before it saw the word.
   pull_cdc_locked();
   if (close_.released || close_.state == CloseState::kClosed) return;
-  close_.close_reap_looks = 0;
   timer_deadline_.store(next_close_reap_locked(sys::now_ms()));
   connection_services().arm_timer(this);
 }

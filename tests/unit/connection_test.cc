@@ -49,14 +49,18 @@ class ConnectionTest : public ::testing::Test {
   }
   void TearDown() override { rig_.teardown(); }
 
-  void send_cdc(uint16_t seq, cdc::Cursor prod, cdc::Cursor cons, cdc::Flags flags = {}) {
+  // A CDC from the "peer" to our connection.
+  static cdc::Message cdc_to_us(uint16_t seq, cdc::Cursor prod, cdc::Cursor cons, cdc::Flags flags = {}) {
     cdc::Message m;
     m.seq = seq;
     m.alert_token = kLocalToken;
     m.producer = prod;
     m.consumer = cons;
     m.flags = flags;
-    auto b = cdc::encode(m);
+    return m;
+  }
+  void send_cdc(uint16_t seq, cdc::Cursor prod, cdc::Cursor cons, cdc::Flags flags = {}) {
+    auto b = cdc::encode(cdc_to_us(seq, prod, cons, flags));
     ASSERT_EQ(send(peer_link_, b.data(), b.size(), 0), 44);
   }
   void send_raw(const void* p, size_t n) { ASSERT_EQ(send(peer_link_, p, n, 0), static_cast<ssize_t>(n)); }
@@ -375,12 +379,7 @@ class ConnectionWithoutEngineTest : public ConnectionTest {
 
 TEST_F(ConnectionWithoutEngineTest, CdcsTimerAndPeerGoneComeFromTheTest) {
   memcpy(our_rmb_as_peer_.addr + 4, "hello", 5);
-  cdc::Message m;
-  m.seq = 1;
-  m.alert_token = kLocalToken;
-  m.producer = {0, 9};
-  m.consumer = {0, 4};
-  conn_->on_cdc(m);
+  conn_->on_cdc(cdc_to_us(1, {0, 9}, {0, 4}));
   std::string got;
   ASSERT_EQ(read_app(&got, 0), 5) << "the CDC made the data readable at once, no thread between";
   EXPECT_EQ(got, "hello");
@@ -541,13 +540,9 @@ TEST_F(ConnectionTest, AfterOurCloseThePeersCloseIsFoundInMemory) {
   EXPECT_TRUE(cdcmem::close_in_memory_welcome(control, kLocalToken));
   EXPECT_FALSE(cdcmem::close_in_memory_welcome(control, kLocalToken + 1)) << "the word names this connection";
   ASSERT_EQ(group_->connection_count(), 1u);
-  cdc::Message m;
-  m.seq = 1;
-  m.alert_token = kLocalToken;
-  m.producer = {0, 4};
-  m.consumer = ours->producer;
-  m.flags.peer_conn_closed = true;
-  cdcmem::publish(control, m);
+  cdc::Flags f;
+  f.peer_conn_closed = true;
+  cdcmem::publish(control, cdc_to_us(1, {0, 4}, ours->producer, f));
   for (int i = 0; i < 200 && group_->connection_count() != 0; ++i) usleep(5000);
   EXPECT_EQ(group_->connection_count(), 0u) << "the timer did not find the C in memory";
   EXPECT_EQ(group_->pooled_rmbs(), 1u);
