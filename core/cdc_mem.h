@@ -15,7 +15,9 @@
 // wake-up per message, as with TCP, and none while the receiver is busy.
 // Every CDC with D, C, A or U, and every CDC while the receiver has not
 // allowed direct rings, is also posted on the link, so the receiver's engine
-// sees each state change even when no application thread is reading.
+// sees each state change even when no application thread is reading; except
+// a C to a receiver that has closed and said it waits only for that C
+// (welcome_close_in_memory), whose timer finds it here.
 //
 // The page is shared with the peer process: every value read from it is
 // untrusted. The CDC is decoded and its cursors validated as a link message
