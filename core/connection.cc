@@ -346,7 +346,7 @@ void Connection::set_send_limit(uint32_t bytes) {
   Hold lock(*this);
   tx_.send_limit = bytes;
   // A larger window may let a blocked writer go on.
-  if (send_space_locked() > 0) make_writable_locked();
+  if (writable_enough_locked()) make_writable_locked();
 }
 
 void Connection::set_short_flow_key(uint32_t key) {

@@ -104,6 +104,13 @@ namespace exec_carry {
 struct Record;
 }
 
+// The application's number the calling thread's current call came in on
+// (the interposer's ConnRef sets it for the call); -1 on the shim's own
+// threads (a relay's reads and writes of the connection). Initial-exec: the
+// interposer sets it on every call, and the library is preloaded (a static
+// TLS slot, no __tls_get_addr call).
+extern constinit thread_local int t_app_number __attribute__((tls_model("initial-exec")));
+
 class Connection {
  public:
   static Connection* create(const ConnectionSetup& setup);
@@ -192,10 +199,10 @@ class Connection {
   // --- a program spawned from here takes it over (core/exec_carry.h, "take") ---
   // Whether it could be: ours, shm, both memfds kept, not ended.
   bool passable();
-  // No application thread of this process waits inside a call on it (a
-  // blocking read or write): nothing would be caught halfway if its
-  // numbers turned into a relay's stream now.
-  bool no_call_waiting();
+  // Its numbers may turn into a relay's stream now: no epoll wait of this
+  // process is parked on it. A blocking read or write asleep on it goes on
+  // on the stream once it wakes (resume_on_relay_stream).
+  bool relayable_in_place();
   // A program spawned from here holds its socket and will ask for it: the
   // application's last close offers it (as with a forked child) instead of
   // closing it, and the memfds are kept.
@@ -242,6 +249,14 @@ class Connection {
   // becomes a plain stream that a relay here serves (core/handoff.h
   // relay_in_place), for this process and the others alike.
   bool relay_here(int* child_fd, int* own_fd);
+  // Relayed in place (relay_here): the application's numbers are the
+  // relay's stream, and its calls on them go there, once what the stream
+  // holds before the relay's marker is drained (relay_stream_ready; until
+  // then await_relay_stream waits, at most a few seconds: read then, the
+  // readiness bytes would reach the application as data).
+  bool relaying_in_place() const { return relay_stream_.load(std::memory_order_acquire) != 0; }
+  void relay_stream_ready() { relay_stream_.store(kRelayStreamReady, std::memory_order_release); }
+  void await_relay_stream() const;
 
   // --- application side (return -1 with errno like the libc calls) ---
   ssize_t recvv(const iovec* iov, int iovcnt, int flags);
@@ -418,6 +433,21 @@ class Connection {
     Connection& c_;
     bool held_ = true;
   };
+  // An application call (t_app_number) on a connection relayed in place
+  // (relay_here) since it took the number from the table (it waited for
+  // the lock, or fell asleep before): it goes on on the relay's stream, as
+  // the application's next call on the number does (reading the connection
+  // itself would race the relay for its bytes and reorder them). `done`:
+  // bytes the call moved before; a read returns them, a write sends the
+  // rest of `iov` after them. Takes the place of the call's return.
+  bool on_relay_stream_locked() const SMCR_REQUIRES(mu_) { return t_app_number >= 0 && relaying_in_place(); }
+  // A blocking call that slept on `fd` has woken.
+  void woke_on_locked(int fd) SMCR_REQUIRES(mu_) {
+    if (fd >= 0 && fd == move_.sleepers_fd) one_sleeper_woke_locked();
+  }
+  void one_sleeper_woke_locked() SMCR_REQUIRES(mu_);
+  ssize_t resume_on_relay_stream(const iovec* iov, int iovcnt, int flags, bool write, size_t done)
+      SMCR_REQUIRES(mu_);
   // A parked engine event: a CDC, a link going down (down_slot >= 0;
   // kAllLinks: every link), or the peer's readiness socket.
   struct InboxItem {
@@ -636,6 +666,14 @@ class Connection {
   // Free room in the peer's RMBE within our send limit, and that window's size.
   uint32_t send_space_locked() const SMCR_REQUIRES(mu_);
   uint32_t send_window_locked() const SMCR_REQUIRES(mu_);
+  // Whether the application is told it may write (POLLOUT): as TCP's
+  // sk_stream_is_writeable, once a third of the window is free. A program
+  // that polls for POLLOUT and then writes a buffer blocking (socat) must
+  // not find a sliver that one write overruns: its blocking write would
+  // wait on a peer that may be waiting on it.
+  bool writable_enough_locked() const SMCR_REQUIRES(mu_) {
+    return send_space_locked() >= std::max<uint32_t>(1, send_window_locked() / 3);
+  }
 
   // Set before the connection is published (create, exec_adopt) and read
   // without its lock, or atomic.
@@ -653,6 +691,8 @@ class Connection {
   std::atomic<bool> handover_seen_{false};  // child side: the descriptor is a plain stream now
   std::atomic<bool> rehoming_{false};
   std::atomic<bool> passed_{false};     // mark_passed()
+  static constexpr uint32_t kRelayStreamDraining = 1, kRelayStreamReady = 2;
+  std::atomic<uint32_t> relay_stream_{0};  // relaying_in_place()
   std::atomic<int> claimant_fd_{-1};    // set_claimant()
   std::atomic<bool> linger_abort_{false};  // SO_LINGER with a zero timeout
   std::atomic<bool> deferral_forbidden_{false};
@@ -851,6 +891,7 @@ class Connection {
     bool peer_lost = false;        // link failed: readable data stays, then ECONNRESET
     bool tcp_gone = false;         // the peer's TCP socket closed before its SMC-R close
     bool shut_rd = false;
+    bool shut_wr = false;          // the application's shutdown(SHUT_WR): its socket is too
     bool app_closed = false;
     bool released = false;
     // The peer's C may come through memory alone (welcome_close_in_memory):
@@ -866,6 +907,12 @@ class Connection {
     bool relayed = false;          // offered, re-homed or relayed (the handover thread holds it)
     bool carried = false;          // taken over after an exec (exec_adopt)
     int64_t claimed_ns = 0;        // child side: when this process claimed it (diagnostics)
+    // relay_here with blocking calls asleep on our copy of the application's
+    // socket: kept open (a number closed under a sleeping poll can be reused
+    // by another socket, which it then waits on for ever) until the last of
+    // them (sleepers_left) has woken (woke_on_locked).
+    int sleepers_fd = -1;
+    int sleepers_left = 0;
   };
   MoveState move_ SMCR_GUARDED_BY(mu_);
 };

@@ -126,8 +126,13 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
       counters().peer_doorbells.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  // The peer's writer filled its own socket to block POLLOUT: empty it once
+  // a third of its window is free (Connection::writable_enough_locked; the
+  // arming stays for a later consumption until then).
+  if (open && rx_.space.capacity() - rx_.space.used(rx_.prod, m.consumer).value_or(rx_.space.capacity()) <
+                  std::max<uint32_t>(1, rx_.space.capacity() / 3))
+    open = false;
   if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, m.consumer)) {
-    // The peer's writer filled its own socket to block POLLOUT: empty it.
     sys::empty_socket(mem_.peer_bell_fd);
   }
   ringing.fetch_sub(1, std::memory_order_seq_cst);
@@ -367,7 +372,7 @@ void Connection::process_cdc_locked(const cdc::Message& m, CdcSource from) {
   if (m.flags.request_update) rx_.peer_requested_update = true;
   if (window_opened) {
     tx_.window_full = false;
-    make_writable_locked();
+    if (writable_enough_locked()) make_writable_locked();
   }
   if (data_arrived) ring_readable_locked();
   if (data_arrived && m.flags.urgent_present) urgent_arrived_locked(m.producer);

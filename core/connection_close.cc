@@ -87,6 +87,14 @@ int Connection::shutdown(int how) {
   }
   if (how == SHUT_WR || how == SHUT_RDWR) {
     if (!close_.sent_done && !close_.sent_close && !close_.sent_abort && !close_.aborted) apply_close_event_locked(CloseEvent::kAppShutdownWrite);
+    // As TCP's socket after SHUT_WR: writable from now on (a write fails at
+    // once), and hung up (POLLHUP) once the peer's end follows: the
+    // application's end of the readiness socket is shut for writing too.
+    if (!close_.shut_wr && app_.fd >= 0) {
+      close_.shut_wr = true;
+      make_writable_locked();
+      sys::shutdown(app_.fd, SHUT_WR);
+    }
   }
   return 0;
 }

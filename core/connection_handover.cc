@@ -256,10 +256,65 @@ bool Connection::relay_here(int* child_fd, int* own_fd) {
     move_.relayed = false;
     return false;
   }
+  relay_stream_.store(kRelayStreamDraining, std::memory_order_release);
   // Our private copy of the application's socket, which is the stream now:
   // the relay must see it hang up when the application's last copy closes.
-  sys::close(old_app_end);
+  // (A call of the application's already inside, or asleep, goes on on the
+  // stream by its own number: resume_on_relay_stream.) Those asleep poll
+  // this copy: it stays open until they have woken.
+  if (int asleep = ready_.readers_asleep + ready_.writers_asleep; asleep > 0) {
+    move_.sleepers_fd = old_app_end;
+    move_.sleepers_left = asleep;
+  } else {
+    sys::close(old_app_end);
+  }
   return true;
+}
+
+constinit thread_local int t_app_number __attribute__((tls_model("initial-exec"))) = -1;
+
+void Connection::await_relay_stream() const {
+  const int64_t until = sys::now_ms() + kHandoverWaitMs;
+  while (relay_stream_.load(std::memory_order_acquire) == kRelayStreamDraining && sys::now_ms() < until) {
+    timespec pause{0, 200 * 1000};  // a drain takes microseconds; this path is rare
+    nanosleep(&pause, nullptr);
+  }
+}
+
+void Connection::one_sleeper_woke_locked() {
+  if (--move_.sleepers_left > 0) return;
+  sys::close(move_.sleepers_fd);
+  move_.sleepers_fd = -1;
+}
+
+ssize_t Connection::resume_on_relay_stream(const iovec* iov, int iovcnt, int flags, bool write, size_t done) {
+  const int stream = t_app_number;
+  unlock();  // the caller's Hold takes it back below
+  ssize_t result = static_cast<ssize_t>(done);
+  int error = 0;
+  if (write || done == 0) {
+    await_relay_stream();
+    std::vector<iovec> rest;
+    size_t skip = done;
+    for (int i = 0; i < iovcnt; ++i) {
+      if (skip >= iov[i].iov_len) {
+        skip -= iov[i].iov_len;
+        continue;
+      }
+      rest.push_back({static_cast<char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip});
+      skip = 0;
+    }
+    msghdr m{};
+    m.msg_iov = rest.data();
+    m.msg_iovlen = rest.size();
+    // The application's own call, as its next one on the number will be.
+    ssize_t k = rest.empty() ? 0 : write ? sys::sendmsg(stream, &m, flags) : sys::recvmsg(stream, &m, flags);
+    if (k >= 0) result += k;
+    else if (done == 0) result = -1, error = errno;
+  }
+  lock();
+  if (result < 0) errno = error;
+  return result;
 }
 
 bool Connection::start_relaying_locked(int* child_fd, int* own_fd) {
@@ -325,6 +380,7 @@ bool Connection::start_relaying_locked(int* child_fd, int* own_fd) {
   X(close_.reset_reported, close_reset_reported) X(close_.tcp_reset, close_tcp_reset)                         \
   X(fabric_.link_dead, fabric_link_dead) X(close_.peer_lost, close_peer_lost)                                 \
   X(close_.tcp_gone, close_tcp_gone) X(close_.shut_rd, close_shut_rd) X(close_.released, close_released)      \
+  X(close_.shut_wr, close_shut_wr)                                                                            \
   X(ready_.rd_owed, ready_rd_owed) X(rx_.edge_wanted, rx_edge_wanted) X(rx_.edge_mark, rx_edge_mark)          \
   X(ready_.wr_filled, ready_wr_filled) X(ready_.eof_signalled, ready_eof_signalled)                           \
   X(ready_.reset_signalled, ready_reset_signalled) X(ready_.eof_deferred, ready_eof_deferred)                 \
@@ -486,9 +542,9 @@ bool Connection::passable() {
          !close_.released && !ready_.reset_signalled && app_.fd >= 0 && app_.engine_end >= 0 && tcp_fd_ >= 0;
 }
 
-bool Connection::no_call_waiting() {
+bool Connection::relayable_in_place() {
   Hold lock(*this);
-  return ready_.readers_asleep == 0 && ready_.writers_asleep == 0 && !ready_.parked && !ready_.deferral;
+  return !ready_.parked && !ready_.deferral;
 }
 
 Connection::RemoteClaim Connection::claim_remote(int fd) {

@@ -635,7 +635,7 @@ void Connection::signal_reset_locked() {
 }
 
 void Connection::make_unwritable_locked() {
-  if (app_.fd < 0) return;
+  if (app_.fd < 0 || close_.shut_wr) return;
   // Only we fill the socket, but with CDCs through memory the peer empties
   // it, possibly still from its last wake-up: ready_.wr_filled may be stale, so
   // fill again (one failing send when it is still full).

@@ -190,6 +190,7 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
   bool peek_waitall = peek && (flags & MSG_WAITALL);
   bool waitall = (flags & MSG_WAITALL) && !peek;
   Hold lock(*this);
+  if (on_relay_stream_locked()) return resume_on_relay_stream(iov, iovcnt, flags, false, 0);
   first_use_locked();
   if (flags & MSG_OOB) return recv_urgent_locked(iov, iovcnt, flags);
   bool dontwait = app_.nonblocking || (flags & MSG_DONTWAIT);
@@ -304,6 +305,8 @@ ssize_t Connection::recvv(const iovec* iov, int iovcnt, int flags) {
     int saved = errno;
     lock.lock();
     --ready_.readers_asleep;
+    woke_on_locked(fd);
+    if (on_relay_stream_locked()) return resume_on_relay_stream(iov, iovcnt, flags, false, done);
     ready_.in_reader = true;
     if (r == 0) {
       return done_or_eagain(done);

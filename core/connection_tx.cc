@@ -78,6 +78,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     }
   } sigpipe;
   Hold lock(*this);
+  if (on_relay_stream_locked()) return resume_on_relay_stream(iov, iovcnt, flags, true, 0);
   first_use_locked();
   bool dontwait = app_.nonblocking || (flags & MSG_DONTWAIT);
   IovCursor in(iov, iovcnt);
@@ -195,7 +196,7 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
         // buffer: an event loop that writes on POLLOUT and gives up on EAGAIN
         // (Perl's IO::Select loops, nginx-tests' clients) must not be told
         // writable for a full window.
-        if (tx_.window_full) make_unwritable_locked();
+        if (!writable_enough_locked()) make_unwritable_locked();
         return static_cast<ssize_t>(done);
       }
       continue;
@@ -227,6 +228,8 @@ ssize_t Connection::sendv(const iovec* iov, int iovcnt, int flags) {
     int saved = errno;
     lock.lock();
     --ready_.writers_asleep;
+    woke_on_locked(fd);
+    if (on_relay_stream_locked()) return resume_on_relay_stream(iov, iovcnt, flags, true, done);
     if (r < 0 && saved == EINTR && !done && restart_after_signal(limit.timeout_ms())) continue;
     if (r == 0 || (r < 0 && saved == EINTR)) {
       if (done) return static_cast<ssize_t>(done);

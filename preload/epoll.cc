@@ -1593,6 +1593,13 @@ void epoll_forget_fd(int fd) {
     if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
 }
 
+void epoll_release_number(int fd) {
+  if (!tracked(fd) || g_registered_in[fd].load(std::memory_order_relaxed) == 0) return;
+  int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
+  if (in > 0)
+    if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
+}
+
 void epoll_fd_duplicated(int fd) {
   if (tracked(fd))
     if (EpollGroup* g = group_of(fd)) g->disable();

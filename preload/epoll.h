@@ -51,6 +51,11 @@ void epoll_forget_fd(int fd);
 // Whether `fd` is one of an epoll set's SMC-R members the shim answers for
 // itself (its registration is not the kernel's).
 bool epoll_answers_for(int fd);
+// `fd` stays open but stops being an SMC-R connection's number (relayed in
+// place: a plain stream from now on): an epoll set's registration of it is
+// the kernel's again, as the application made it, and nothing of the shim's
+// answers for it or waits on it.
+void epoll_release_number(int fd);
 // The verbs links a poll or select waits on (one SMC-R fd per link, a
 // few): the waiting thread polls their receive queues before it sleeps, as
 // epoll_wait does (poll_probed_links).

@@ -129,26 +129,35 @@ void adopt_from_environment() {
 }
 
 bool relay_numbers(Connection* c, const std::vector<int>& fds) {
+  // An epoll set of ours that answers for a number, or parks the connection
+  // for it, would keep doing so for a stream the kernel now watches.
+  for (int fd : fds) epoll_release_number(fd);
   int tcp = c->tcp_fd() >= 0 ? sys::dup_hidden(c->tcp_fd()) : -1;
   if (fds.empty() || !handoff::relay_in_place(c)) {
     if (tcp >= 0) sys::close(tcp);
     c->unref();
     return false;
   }
-  // The numbers are plain streams now; one table reference stays with the
-  // relay, which closes the connection when the last of them is closed.
-  for (size_t i = 0; i < fds.size(); ++i) {
-    Connection* t = fd_table().take(fds[i]);
-    if (t && i > 0) t->unref();
-  }
-  // What the socket held before the relay's marker is readiness bytes (read
-  // past the table: the numbers are no connection's any more). A forked
-  // holder that claimed it may be draining it itself (Connection::handed_over).
+  // What the socket held before the relay's marker is readiness bytes. A
+  // forked holder that claimed it may be draining it itself (Connection::
+  // handed_over). Until it is drained the numbers stay in the table, where
+  // our application's calls on them wait for it (ConnRef): a call past the
+  // table (a read after poll() reported the marker) would take readiness
+  // bytes for data.
   std::atomic<uint32_t>* word = c->handoff_word();
   if (!word || handoff::transition(word, handoff::kRelay, handoff::kRelayDraining)) {
     int marker[1] = {-1};
     if (handoff::drain_to_marker(fds[0], marker, 2000, handoff::kRelayMarker) > 0) sys::close(marker[0]);
     handoff::publish(word, handoff::kRelayReady);
+  } else {
+    handoff::wait_while(word, {handoff::kRelay, handoff::kRelayDraining}, 2000);
+  }
+  c->relay_stream_ready();
+  // The numbers are plain streams now; one table reference stays with the
+  // relay, which closes the connection when the last of them is closed.
+  for (size_t i = 0; i < fds.size(); ++i) {
+    Connection* t = fd_table().take(fds[i]);
+    if (t && i > 0) t->unref();
   }
   if (tcp >= 0)
     for (int fd : fds) adopt_pair(fd, tcp);
@@ -319,13 +328,17 @@ void take_request(uint64_t ino, int fd, bool relay) {
       auto held = connections_where([ino](int n, Connection* h) { return !h->foreign() && inode_of(n) == ino; });
       if (!held.empty()) {
         // Still held here. Once the program has waited a while, relayed in
-        // place, if nothing of ours is inside a call on it (a CGI server
-        // waiting for its script; not a thread reading it, which would
-        // lose bytes to the relay: git clone's sideband reader).
-        bool idle = relay && std::all_of(held.begin(), held.end(), [](auto& entry) {
-          return entry.first->no_call_waiting() &&
-                 std::none_of(entry.second.begin(), entry.second.end(), [](int n) { return epoll_answers_for(n); });
-        });
+        // place (a CGI server waiting for its script; a parent reading the
+        // connection while its child writes). A call of ours inside it or
+        // asleep on it goes on on the relay's stream (Connection::
+        // resume_on_relay_stream); an epoll set of ours gives its
+        // registrations back to the kernel (relay_numbers).
+        bool idle = relay;
+        for (auto& entry : held) {
+          if (!idle) break;
+          for (int n : entry.second) epoll_release_number(n);
+          idle = entry.first->relayable_in_place();
+        }
         if (!idle) {
           for (auto& entry : held) entry.first->unref();
           reply(fd, smcr::exec_carry::kReplyWait, -1);

@@ -162,7 +162,9 @@ struct ConnRef {
   // `claim`: a call that uses the connection's stream (every data call:
   // io_flags given) claims an inherited connection its owner has let go
   // of, and waits for it (core/handoff.h); others leave it where it is.
+  int outer_number = smcr::t_app_number;
   explicit ConnRef(int fd, int io_flags = kNotIo, bool claim = false, bool write = false) : c(fd_table().get(fd)) {
+    smcr::t_app_number = fd;
     if (!c) {
       uint8_t kind = fd_table().kind(fd);
       if (kind == smcr::preload::kFdTcp && (fd_table().flags(fd) & smcr::preload::kFdClcInline)) {
@@ -178,7 +180,15 @@ struct ConnRef {
         c = fd_table().get(fd);
       }
     }
-    if (c && c->foreign()) {
+    if (c && (claim || io_flags != kNotIo) && c->relaying_in_place()) {
+      // Ours, relayed in place for another process: the number is the
+      // relay's stream for a data call (its readiness bytes drained
+      // first); the others answer as before (the addresses are the TCP
+      // socket's).
+      c->await_relay_stream();
+      c->unref();
+      c = nullptr;
+    } else if (c && c->foreign()) {
       bool uses_stream = claim || io_flags != kNotIo;
       // Handed over (a stream now), or not ours and not claimed: the call
       // acts on the descriptor as the kernel sees it. A data call keeps a
@@ -191,6 +201,7 @@ struct ConnRef {
   }
   ~ConnRef() {
     if (c) c->unref();
+    smcr::t_app_number = outer_number;
   }
   explicit operator bool() const { return c != nullptr; }
   Connection* operator->() const { return c; }

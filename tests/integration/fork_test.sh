@@ -4,8 +4,9 @@
 #  - a child that only closes what it inherited and exits (a BGSAVE-style
 #    child, or one about to exec) leaves the parent's connection intact;
 #  - a child's read and write on an inherited SMC-R fd the parent still
-#    holds work as on TCP (the parent relays the connection once none of its
-#    threads waits inside a call on it), and the parent's stream goes on;
+#    holds work as on TCP (the parent relays the connection), and the
+#    parent's stream goes on, also while a blocking read or write of the
+#    parent is asleep on it (the classic forking client);
 #  - a child makes SMC-R connections of its own (new engine, new groups);
 #  - the parent's stream stays intact throughout (compared byte for byte).
 # Handing a connection to a child (core/handoff.h): accept-then-fork servers
@@ -68,17 +69,20 @@ s.close()
 print("parent_after_child=ok child_status=%d" % status, flush=True)
 '
 
-run() {  # run plain|smc -> OUT
+# script_run plain|smc SCRIPT CONNS ARG -> OUT: SCRIPT against an echo
+# server for CONNS connections, both under smc_run or neither.
+script_run() {
   local wrap=under_smc; [ "$1" = plain ] && wrap=env
   local port; port=$(free_port)
   reset_stats
-  bg $wrap "$ECHO_TOOL" server --port "$port" --max-conns 2
+  bg $wrap "$ECHO_TOOL" server --port "$port" --max-conns "$3"
   local spid=$BG_PID
   wait_port "$port" || { log "server did not start"; return 1; }
-  OUT=$($wrap timeout 120 python3 -c "$SCRIPT" 127.0.0.1 "$port" "$1" 2>&1)
+  OUT=$($wrap timeout 120 python3 -c "$2" 127.0.0.1 "$port" "$4" 2>&1)
   wait_exit "$spid" 30 "the echo server"
-  log "$1: $(tr '\n' ' ' <<<"$OUT")"
+  log "$1 $4: $(tr '\n' ' ' <<<"$OUT")"
 }
+run() { script_run "$1" "$SCRIPT" 2 "$1"; }  # run plain|smc -> OUT
 
 # exec with an SMC-R fd left open: the new program (no shim state) must see
 # end-of-file, not hang and not garbage; the server sees the connection end.
@@ -114,6 +118,85 @@ wait_exit "$spid" 30 "the exec case's echo server"; srv_rc=$?
 log "exec: $OUT"
 check "exec: the SMC-R fd reads end-of-file in the new program" grep -q "exec_read=b''" <<<"$OUT"
 check "exec: the server's side of the connection ended (server exited)" [ "$srv_rc" = 0 ]
+# --- parent and child on one connection at once ----------------------------
+# The classic forking client: one process reads the connection while the
+# other writes it. The parent is asleep inside a blocking call on it when
+# the child's first use asks it to relay: the call goes on on the relay's
+# stream (Connection::resume_on_relay_stream), in order, and neither
+# process gets an error. (Before, the child got EOPNOTSUPP after 2 s.)
+BOTH_SCRIPT='
+import hashlib, os, select, socket, sys, time
+host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.create_connection((host, port))
+if mode.startswith("parent_reads"):
+    wait = mode.split(":")[1]   # how the parent waits: in recv, or in poll/select/epoll first
+    lines = 2000
+    want = b"".join(b"%08d\n" % i for i in range(lines))
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for i in range(lines):
+                s.sendall(b"%08d\n" % i)
+                if i % 100 == 0: time.sleep(0.01)
+            s.shutdown(socket.SHUT_WR)
+        except OSError as e:
+            print("child_error=%s" % e, flush=True); os._exit(1)
+        os._exit(0)
+    if wait == "epollet": s.setblocking(False)
+    ep = select.epoll() if wait.startswith("epoll") else None
+    if ep: ep.register(s.fileno(), select.EPOLLIN | (select.EPOLLET if wait == "epollet" else 0))
+    got, eof, until = b"", False, time.time() + 30
+    while not eof and time.time() < until:
+        if wait == "poll":
+            p = select.poll(); p.register(s, select.POLLIN); p.poll(5000)
+        elif wait == "select":
+            select.select([s], [], [], 5)
+        elif ep and not ep.poll(5):
+            continue
+        while True:   # small reads: any reordering shows
+            try:
+                b = s.recv(7)
+            except BlockingIOError:
+                break
+            if not b: eof = True
+            got += b
+            if wait != "epollet" or not b: break
+    _, status = os.waitpid(pid, 0)
+    print("%s=%s child_status=%d" % (mode, "ok" if got == want else "BAD(%d/%d)" % (len(got), len(want)), status), flush=True)
+else:
+    data = os.urandom(8 << 20)
+    pid = os.fork()
+    if pid == 0:
+        got = bytearray()
+        try:
+            while len(got) < len(data):
+                b = s.recv(1 << 16)
+                if not b: break
+                got += b
+        except OSError as e:
+            print("child_error=%s" % e, flush=True); os._exit(1)
+        os._exit(0 if hashlib.sha256(got).digest() == hashlib.sha256(data).digest() else 3)
+    s.sendall(data)   # asleep once the window is full: the child reads the echo
+    s.shutdown(socket.SHUT_WR)
+    _, status = os.waitpid(pid, 0)
+    print("%s=ok child_status=%d" % (mode, status), flush=True)
+'
+both_run() { script_run "$1" "$BOTH_SCRIPT" 1 "$2"; }  # both_run plain|smc MODE -> OUT
+# Each wait the parent may be in when the relay starts: asleep in recv()
+# or send(), or in poll, select or epoll (level and edge) before its read;
+# three runs each, the child's writes paced so that the relay starts
+# mid-stream.
+for mode in parent_reads:recv parent_reads:poll parent_reads:select parent_reads:epoll parent_reads:epollet parent_writes; do
+  both_run plain $mode
+  check "plain TCP $mode: the child's use and the parent's call both whole" grep -q "^$mode=ok child_status=0" <<<"$OUT"
+  for run in 1 2 3; do
+    both_run smc $mode
+    check "SMC-R $mode (run $run): the child's use and the parent's call both whole, in order, relayed by the parent ($(stat_sum handovers))" \
+      bash -c 'grep -q "^$2=ok child_status=0" <<<"$0" && [ "$1" -ge 1 ]' "$OUT" "$(stat_sum handovers)" "$mode"
+    check "SMC-R $mode (run $run): the connection was SMC-R at both ends, not aborted" \
+      [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 -a "$(stat_sum aborts)" = 0 ]
+  done
+done
 # --- handing connections to forked children ---------------------------------
 SERVERS=$(cat "$SMCR_SOURCE_DIR/tests/integration/fork_servers.py")
 CLIENT=$(cat "$SMCR_SOURCE_DIR/tests/integration/fork_client.py")

@@ -37,10 +37,13 @@ check "plain TCP: 32 MiB intact ($OUT)" [ "$(field ok "$OUT")" = 1 -a "$(field b
 
 run nonblocking smc
 check "SMC-R, non-blocking reader: 32 MiB intact" [ "$(field ok "$OUT")" = 1 -a "$(field bytes "$OUT")" = $((32 << 20)) ]
-# (A read also takes what the writer published while it copied: rarely
-# anything, with the writer waiting for the consumer cursor of that copy.)
-check "SMC-R, non-blocking reader (control): at most a tenth of its reads over the 64 KiB RMB" \
-  awk -v n="$(field reads "$OUT")" -v o="$(field over_rmb "$OUT")" 'BEGIN { exit !(n > 0 && o * 10 <= n) }' 
+# (A read also takes what the writer published while it copied: a writer
+# told it may write only once a third of the window is free (TCP's POLLOUT
+# rule) arms for the window, and the reader's cursor updates then let it
+# refill during a copy: 0-17 reads in 500 over the RMB on an idle machine,
+# 52 under a parallel build. The blocking reader's are all over it.)
+check "SMC-R, non-blocking reader (control): at most a quarter of its reads over the 64 KiB RMB" \
+  awk -v n="$(field reads "$OUT")" -v o="$(field over_rmb "$OUT")" 'BEGIN { exit !(n > 0 && o * 4 <= n) }' 
 check "SMC-R carried it ($(stat_sum smc_active) active, $(stat_sum smc_passive) passive)" \
   [ "$(stat_sum smc_active)" = 1 -a "$(stat_sum smc_passive)" = 1 ]
 
