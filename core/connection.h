@@ -672,8 +672,11 @@ class Connection {
   // not find a sliver that one write overruns: its blocking write would
   // wait on a peer that may be waiting on it.
   bool writable_enough_locked() const SMCR_REQUIRES(mu_) {
-    return send_space_locked() >= std::max<uint32_t>(1, send_window_locked() / 3);
+    return send_space_locked() >= writable_low_water(send_window_locked());
   }
+  // The free room a window of `size` needs to be reported writable; the
+  // peer's reader applies it to our RMB (wake_peer_locked).
+  static uint32_t writable_low_water(uint32_t size) { return std::max<uint32_t>(1, size / 3); }
 
   // Set before the connection is published (create, exec_adopt) and read
   // without its lock, or atomic.

@@ -129,9 +129,8 @@ bool Connection::wake_peer_locked(uint8_t* page, const cdc::Message& m, bool dat
   // The peer's writer filled its own socket to block POLLOUT: empty it once
   // a third of its window is free (Connection::writable_enough_locked; the
   // arming stays for a later consumption until then).
-  if (open && rx_.space.capacity() - rx_.space.used(rx_.prod, m.consumer).value_or(rx_.space.capacity()) <
-                  std::max<uint32_t>(1, rx_.space.capacity() / 3))
-    open = false;
+  const uint32_t cap = rx_.space.capacity();
+  if (open && cap - rx_.space.used(rx_.prod, m.consumer).value_or(cap) < writable_low_water(cap)) open = false;
   if (open && !cdcmem::direct_forbidden(page) && cdcmem::take(page, cdcmem::Want::kWindow, want_window, m.consumer)) {
     sys::empty_socket(mem_.peer_bell_fd);
   }

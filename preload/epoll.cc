@@ -1578,8 +1578,6 @@ void epoll_settled(int fd) {
   if (early_registry().erase(fd)) g_early_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool epoll_answers_for(int fd) { return tracked(fd) && g_registered_in[fd].load(std::memory_order_relaxed) != 0; }
-
 void epoll_forget_fd(int fd) {
   forget_early_set(fd);
   if (!tracked(fd)) return;
@@ -1587,10 +1585,7 @@ void epoll_forget_fd(int fd) {
     if (g->current()) g->reset();
     else g_groups[fd].store(nullptr, std::memory_order_release);  // the parent's: left to it
   }
-  if (g_registered_in[fd].load(std::memory_order_relaxed) == 0) return;
-  int in = g_registered_in[fd].exchange(0, std::memory_order_relaxed);
-  if (in > 0)
-    if (EpollGroup* g = group_of(in - 1)) g->remove(fd);
+  epoll_release_number(fd);
 }
 
 void epoll_release_number(int fd) {

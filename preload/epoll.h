@@ -48,10 +48,7 @@ int epoll_wait_hook(EpollPwaitFn pwait, EpollPwait2Fn pwait2, int epfd, struct e
 // close(fd), before the fd number is reused: an epoll set's, or an SMC-R fd
 // registered in one.
 void epoll_forget_fd(int fd);
-// Whether `fd` is one of an epoll set's SMC-R members the shim answers for
-// itself (its registration is not the kernel's).
-bool epoll_answers_for(int fd);
-// `fd` stays open but stops being an SMC-R connection's number (relayed in
+// `fd` stops being an SMC-R connection's number (closed, or relayed in
 // place: a plain stream from now on): an epoll set's registration of it is
 // the kernel's again, as the application made it, and nothing of the shim's
 // answers for it or waits on it.
